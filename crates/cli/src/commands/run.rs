@@ -1,0 +1,10 @@
+//! `cordon run` (being written by the pipeline work; replace this placeholder).
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("cordon run is not available yet")
+}

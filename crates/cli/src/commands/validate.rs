@@ -1,0 +1,10 @@
+//! `cordon validate` (being written by the pipeline work; replace this placeholder).
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("cordon validate is not available yet")
+}

@@ -1,0 +1,3 @@
+//! End-to-end tests of the `cordon` binary: one test binary, one module per command.
+
+mod support;

@@ -1,0 +1,2 @@
+//! `pipeline.yaml`, `*.agent.md` and the operator policy file: raw serde mirror → validated model.
+#![forbid(unsafe_code)]

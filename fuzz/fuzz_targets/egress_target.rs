@@ -1,0 +1,1 @@
+//! Fuzz target: the egress target parser (placeholder).

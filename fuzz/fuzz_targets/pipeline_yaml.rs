@@ -1,0 +1,1 @@
+//! Fuzz target: the pipeline YAML front end (placeholder).
