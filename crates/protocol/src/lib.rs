@@ -1,2 +1,10 @@
 //! Identifiers and wire types shared by every other cordon crate. No IO.
 #![forbid(unsafe_code)]
+
+mod attempt;
+mod run_id;
+mod step_name;
+
+pub use attempt::Attempt;
+pub use run_id::{RunId, RunIdError};
+pub use step_name::{StepName, StepNameError};

@@ -1,10 +1,369 @@
-//! `cordon run` (being written by the pipeline work; replace this placeholder).
+//! `cordon run PIPELINE`: in this version only `--dry-run`, which prints the resolved plan.
 
+use std::fmt::Write as _;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use cordon_pipeline::{
+    Action, CommandSpec, Disk, Isolation, Llm, Pipeline, Sandboxed, Step, StepKind,
+};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("cordon run is not available yet")
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The pipeline file.
+    #[arg(value_name = "PIPELINE")]
+    pipeline: PathBuf,
+    /// The workspace, the top of a git work tree [default: the top of the git work tree
+    /// containing PIPELINE].
+    #[arg(short = 'w', long = "workspace", value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// The run's attempt budget, instead of the pipeline's `max_attempts`.
+    #[arg(long, value_name = "N")]
+    max_attempts: Option<NonZeroU32>,
+    /// Print the resolved plan and exit: runs nothing, touches nothing, needs no API key.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.dry_run {
+        eprintln!(
+            "cordon: running pipelines is not available in this version; `cordon run {} --dry-run` \
+             shows the plan",
+            args.pipeline.display()
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let loaded = match cordon_pipeline::load(&args.pipeline, &Disk) {
+        Ok(loaded) => loaded,
+        Err(diagnostics) => {
+            for d in &diagnostics {
+                eprintln!("{d}");
+            }
+            eprintln!(
+                "cordon: {} is invalid; fix the problems above",
+                args.pipeline.display()
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    for warning in &loaded.warnings {
+        eprintln!("{warning}");
+    }
+    let pipeline_file = match std::path::absolute(&args.pipeline) {
+        Ok(p) => p,
+        Err(err) => anyhow::bail!("cannot resolve {}: {err}", args.pipeline.display()),
+    };
+    let workspace = match workspace(&args, &pipeline_file) {
+        Ok(w) => w,
+        Err(message) => {
+            eprintln!("cordon: {message}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let max_attempts = args.max_attempts.unwrap_or(loaded.pipeline.max_attempts);
+    let plan = Plan {
+        pipeline: &loaded.pipeline,
+        file: &pipeline_file,
+        workspace: &workspace,
+        max_attempts,
+        attempts_from_flag: args.max_attempts.is_some(),
+    };
+    print!("{}", plan.render());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `-w DIR` (which must be the top of a git work tree), or the top of the git work tree
+/// containing the pipeline, found by walking up to a `.git` entry.
+fn workspace(args: &Args, pipeline_file: &Path) -> Result<PathBuf, String> {
+    let pipeline_dir = pipeline_file.parent().unwrap_or(Path::new("/"));
+    let pipeline_dir = pipeline_dir.canonicalize().map_err(|err| {
+        format!(
+            "cannot resolve the pipeline's directory {}: {err}",
+            pipeline_dir.display()
+        )
+    })?;
+    let workspace = match &args.workspace {
+        Some(dir) => {
+            let dir = dir.canonicalize().map_err(|err| {
+                format!(
+                    "workspace {} cannot be opened: {err}; pass an existing directory to -w",
+                    dir.display()
+                )
+            })?;
+            if std::fs::symlink_metadata(dir.join(".git")).is_err() {
+                return Err(format!(
+                    "workspace {} is not the top of a git work tree (it has no .git); pass the \
+                     work tree's top directory to -w, or run `git init` there",
+                    dir.display()
+                ));
+            }
+            dir
+        }
+        None => pipeline_dir
+            .ancestors()
+            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+            .map(Path::to_path_buf)
+            .ok_or_else(|| {
+                format!(
+                    "{} is not inside a git work tree; pass the workspace with -w DIR, or run \
+                     `git init` in the project's top directory",
+                    args.pipeline.display()
+                )
+            })?,
+    };
+    if !pipeline_dir.starts_with(&workspace) {
+        return Err(format!(
+            "the pipeline {} is outside the workspace {}; tooling files must be tracked in the \
+             workspace, so move the pipeline there or pass its work tree with -w",
+            args.pipeline.display(),
+            workspace.display()
+        ));
+    }
+    Ok(workspace)
+}
+
+/// The resolved plan `--dry-run` prints.
+struct Plan<'a> {
+    pipeline: &'a Pipeline,
+    file: &'a Path,
+    workspace: &'a Path,
+    max_attempts: NonZeroU32,
+    attempts_from_flag: bool,
+}
+
+impl Plan<'_> {
+    fn render(&self) -> String {
+        let p = self.pipeline;
+        let mut out = String::new();
+        let mut line = |label: &str, value: &str| {
+            let _ = writeln!(out, "{label:<13}{value}");
+        };
+        line("pipeline", &p.name);
+        line("file", &self.file.display().to_string());
+        line("workspace", &self.workspace.display().to_string());
+        let source = if self.attempts_from_flag {
+            " (--max-attempts)"
+        } else {
+            ""
+        };
+        line("max attempts", &format!("{}{source}", self.max_attempts));
+        line("llm", &llm(p.llm.as_ref()));
+        line("isolation", &isolation(&p.isolation));
+        line("network", &format!("{} (default of every step)", p.network));
+        if !p.secrets.is_empty() {
+            let secrets: Vec<String> = p
+                .secrets
+                .iter()
+                .map(|(name, secret)| match secret {
+                    cordon_pipeline::Secret::Env { key } => format!("{name} from ${key}"),
+                })
+                .collect();
+            line("secrets", &secrets.join(", "));
+        }
+        if !p.context_files.is_empty() {
+            let files: Vec<String> = p.context_files.iter().map(ToString::to_string).collect();
+            line("context", &files.join(", "));
+        }
+        let _ = writeln!(out, "\nsteps");
+        for (i, step) in p.steps.iter().enumerate() {
+            self.step(&mut out, i + 1, step);
+        }
+        let _ = writeln!(
+            out,
+            "\ndry run: nothing was started and no file was written"
+        );
+        out
+    }
+
+    fn step(&self, out: &mut String, number: usize, step: &Step) {
+        let head = match &step.kind {
+            StepKind::Agent(a) => format!("agent `{}`", a.agent),
+            StepKind::Command(_) => "command".to_owned(),
+            StepKind::Action(a) => format!("host action `{}`", a.as_str()),
+        };
+        let mut lines: Vec<(String, String)> = Vec::new();
+        let mut push = |label: &str, value: String| lines.push((label.to_owned(), value));
+        match &step.kind {
+            StepKind::Agent(a) => {
+                let file = self.pipeline.agents_dir.as_path().join(a.agent.file_name());
+                push("agent file", file.display().to_string());
+                push(
+                    "model",
+                    a.model
+                        .clone()
+                        .unwrap_or_else(|| "(from the transcript)".to_owned()),
+                );
+                push("max iterations", a.max_iterations.to_string());
+                if let Some(agent) = self.pipeline.agents.get(&a.agent) {
+                    let tools: Vec<&str> = agent.tools.iter().map(|t| t.as_str()).collect();
+                    push("tools", tools.join(", "));
+                    if let Some(t) = agent.temperature {
+                        push("temperature", t.to_string());
+                    }
+                }
+                if let Some(prompt) = &a.prompt {
+                    push("prompt", one_line(prompt));
+                }
+                if let Some(artifact) = &a.artifact {
+                    push("artifact", artifact.to_string());
+                }
+                match &a.verdicts {
+                    Some(v) => push(
+                        "verdicts",
+                        format!("pass `VERDICT: {}`, fail `VERDICT: {}`", v.pass, v.fail),
+                    ),
+                    None => push(
+                        "verdicts",
+                        "none: passes when the agent finishes".to_owned(),
+                    ),
+                }
+                sandboxed(&mut push, &a.sandbox);
+            }
+            StepKind::Command(c) => {
+                push("command", command(&c.command));
+                if c.model_lane {
+                    push("model lane", "127.0.0.1:3129 inside the sandbox".to_owned());
+                }
+                sandboxed(&mut push, &c.sandbox);
+            }
+            StepKind::Action(Action::Commit { message }) => {
+                push("message", one_line(message));
+                push(
+                    "runs",
+                    "on the host, outside any sandbox; never pushes".to_owned(),
+                );
+            }
+        }
+        push("on pass", format!("→ {}", step.on_pass));
+        push("on fail", format!("→ {}", step.on_fail));
+        let _ = writeln!(out, "  {number:>2}. {}  ({head})", step.name);
+        for (label, value) in lines {
+            let _ = writeln!(out, "       {label:<15}{value}");
+        }
+    }
+}
+
+fn sandboxed(push: &mut impl FnMut(&str, String), s: &Sandboxed) {
+    push("network", s.network.to_string());
+    if let Some(setup) = &s.setup {
+        push("setup", command(&setup.command));
+        push("setup network", setup.network.to_string());
+    }
+    push(
+        "timeout",
+        s.timeout
+            .map_or_else(|| "none".to_owned(), |t| format!("{}s", t.seconds())),
+    );
+    if !s.secrets.is_empty() {
+        let names: Vec<String> = s.secrets.iter().map(ToString::to_string).collect();
+        push("secrets", names.join(", "));
+    }
+    if !s.env.is_empty() {
+        let vars: Vec<String> = s
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", one_line(v)))
+            .collect();
+        push("env", vars.join(" "));
+    }
+    if !s.produces.is_empty() {
+        let files: Vec<String> = s.produces.iter().map(ToString::to_string).collect();
+        push("produces", files.join(", "));
+    }
+}
+
+fn command(spec: &CommandSpec) -> String {
+    match spec {
+        CommandSpec::Shell(text) => format!("sh -c {}", one_line(text)),
+        CommandSpec::Argv(argv) => format!("{argv:?}"),
+    }
+}
+
+fn one_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or("");
+    if first.len() == text.trim_end().len() {
+        first.to_owned()
+    } else {
+        format!("{first} …")
+    }
+}
+
+fn llm(llm: Option<&Llm>) -> String {
+    match llm {
+        None => "none (no agent steps)".to_owned(),
+        Some(Llm::OpenAi {
+            model,
+            base_url,
+            api_key_env,
+        }) => {
+            let mut text = format!("openai, model {model}");
+            if let Some(url) = base_url {
+                let _ = write!(text, ", {url}");
+            }
+            match api_key_env {
+                Some(var) => {
+                    let _ = write!(text, ", key from ${var} (not read by --dry-run)");
+                }
+                None => text.push_str(", no API key"),
+            }
+            text
+        }
+        Some(Llm::Anthropic {
+            model,
+            base_url,
+            api_key_env,
+        }) => {
+            let mut text = format!("anthropic, model {model}");
+            if let Some(url) = base_url {
+                let _ = write!(text, ", {url}");
+            }
+            let _ = write!(text, ", key from ${api_key_env} (not read by --dry-run)");
+            text
+        }
+        Some(Llm::Replay { transcript, model }) => {
+            let mut text = format!("replay of {transcript}");
+            if let Some(model) = model {
+                let _ = write!(text, ", model {model}");
+            }
+            text
+        }
+    }
+}
+
+fn isolation(i: &Isolation) -> String {
+    let mut parts = Vec::new();
+    match i.memory {
+        Some(m) => parts.push(format!("memory {m}")),
+        None => parts.push("memory uncapped".to_owned()),
+    }
+    match i.pids {
+        Some(p) => parts.push(format!("pids {p}")),
+        None => parts.push("pids uncapped".to_owned()),
+    }
+    match i.cpus {
+        Some(c) => parts.push(format!("cpus {c}")),
+        None => parts.push("cpus uncapped".to_owned()),
+    }
+    if let Some(t) = i.tmp_size {
+        parts.push(format!("/tmp {t}"));
+    }
+    if !i.read_only.is_empty() {
+        let paths: Vec<String> = i.read_only.iter().map(ToString::to_string).collect();
+        parts.push(format!("read-only {}", paths.join(" ")));
+    }
+    if !i.hide.is_empty() {
+        let paths: Vec<String> = i.hide.iter().map(ToString::to_string).collect();
+        parts.push(format!("hidden {}", paths.join(" ")));
+    }
+    parts.push(
+        if i.allow_git_mutations {
+            "git dir writable"
+        } else {
+            "git dir read-only"
+        }
+        .to_owned(),
+    );
+    parts.join(", ")
 }

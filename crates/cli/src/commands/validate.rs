@@ -1,10 +1,47 @@
-//! `cordon validate` (being written by the pipeline work; replace this placeholder).
+//! `cordon validate PIPELINE`: check a pipeline and its agent files; print every problem.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use cordon_pipeline::{Disk, Severity};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("cordon validate is not available yet")
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The pipeline file to check (its agent files are checked too).
+    #[arg(value_name = "PIPELINE")]
+    pipeline: PathBuf,
+}
+
+/// Exit 0 when valid (warnings are printed to stderr), 2 with every diagnostic otherwise.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match cordon_pipeline::load(&args.pipeline, &Disk) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                eprintln!("{warning}");
+            }
+            let steps = loaded.pipeline.steps.len();
+            let noun = if steps == 1 { "step" } else { "steps" };
+            println!(
+                "{}: valid pipeline `{}` with {steps} {noun}",
+                args.pipeline.display(),
+                loaded.pipeline.name
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(diagnostics) => {
+            for d in &diagnostics {
+                eprintln!("{d}");
+            }
+            let errors = diagnostics
+                .iter()
+                .filter(|d| d.severity == Severity::Error)
+                .count();
+            let noun = if errors == 1 { "error" } else { "errors" };
+            eprintln!(
+                "cordon: {} is invalid: {errors} {noun}",
+                args.pipeline.display()
+            );
+            Ok(ExitCode::from(2))
+        }
+    }
 }

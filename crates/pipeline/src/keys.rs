@@ -1,0 +1,440 @@
+//! The accepted keys of every YAML mapping, with their shapes and docs. One table drives both
+//! unknown-key detection (with "did you mean") and the generated JSON Schema.
+
+/// A mapping's keys.
+pub(crate) struct Table {
+    /// The schema definition name.
+    pub(crate) name: &'static str,
+    /// How messages refer to the mapping: "the pipeline", "a step".
+    pub(crate) what: &'static str,
+    pub(crate) doc: &'static str,
+    pub(crate) keys: &'static [Key],
+    pub(crate) required: &'static [&'static str],
+}
+
+pub(crate) struct Key {
+    pub(crate) name: &'static str,
+    pub(crate) shape: Shape,
+    pub(crate) doc: &'static str,
+}
+
+/// The JSON shape of a value.
+pub(crate) enum Shape {
+    String,
+    /// A step, agent or secret name: `[a-z0-9][a-z0-9_-]{0,62}`.
+    Name,
+    /// An environment variable name.
+    EnvName,
+    /// A whole number greater than 0.
+    Positive,
+    Bool,
+    /// A number greater than 0 (CPUs) or in a range (temperature).
+    Number {
+        minimum: f64,
+        maximum: Option<f64>,
+    },
+    /// `2G`, `512M` or a number of bytes.
+    Size,
+    Enum(&'static [&'static str]),
+    StringList,
+    /// A list of values from a fixed set.
+    EnumList(&'static [&'static str]),
+    /// A mapping of names to strings.
+    StringMap,
+    Object(&'static Table),
+    /// A mapping of names to objects.
+    MapOf(&'static Table),
+    List(&'static Table),
+    /// `none`, `open` or an allowlist object.
+    Network,
+    /// A step name, `success`, `failure` or `{goto, retry}`.
+    Route,
+    /// A shell string or an argv list.
+    Command,
+}
+
+impl Table {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.keys.iter().map(|k| k.name)
+    }
+}
+
+pub(crate) const PIPELINE: Table = Table {
+    name: "Pipeline",
+    what: "the pipeline",
+    doc: "A cordon pipeline: agent steps do the work, command steps verify it, host actions finish it.",
+    required: &["name", "steps"],
+    keys: &[
+        Key {
+            name: "name",
+            shape: Shape::String,
+            doc: "The pipeline's name (one line); `{name}` in a commit message.",
+        },
+        Key {
+            name: "llm",
+            shape: Shape::Object(&LLM),
+            doc: "The model provider; required when any step is an agent.",
+        },
+        Key {
+            name: "agents_dir",
+            shape: Shape::String,
+            doc: "Directory of `<name>.agent.md` files, relative to this file. Default `agents`.",
+        },
+        Key {
+            name: "context_files",
+            shape: Shape::StringList,
+            doc: "Files given to every agent step, relative to this file.",
+        },
+        Key {
+            name: "max_attempts",
+            shape: Shape::Positive,
+            doc: "The run's attempt budget; each `retry: true` route uses one. Default 3.",
+        },
+        Key {
+            name: "isolation",
+            shape: Shape::Object(&ISOLATION),
+            doc: "Sandbox caps and paths for every step.",
+        },
+        Key {
+            name: "network",
+            shape: Shape::Network,
+            doc: "The default network of every step. Default `none`.",
+        },
+        Key {
+            name: "secrets",
+            shape: Shape::MapOf(&SECRET),
+            doc: "Secret references steps may use, by name.",
+        },
+        Key {
+            name: "steps",
+            shape: Shape::List(&STEP),
+            doc: "The steps, in order; an omitted `on_pass` goes to the next one.",
+        },
+    ],
+};
+
+pub(crate) const LLM: Table = Table {
+    name: "Llm",
+    what: "`llm`",
+    doc: "The model provider agent steps talk to.",
+    required: &["provider"],
+    keys: &[
+        Key {
+            name: "provider",
+            shape: Shape::Enum(&["openai", "anthropic", "replay"]),
+            doc: "`openai` (chat completions; any compatible server), `anthropic` or `replay`.",
+        },
+        Key {
+            name: "model",
+            shape: Shape::String,
+            doc: "The model name; required for openai and anthropic.",
+        },
+        Key {
+            name: "base_url",
+            shape: Shape::String,
+            doc: "The provider's API base URL (http or https).",
+        },
+        Key {
+            name: "api_key_env",
+            shape: Shape::EnvName,
+            doc: "The NAME of the host variable holding the API key; required for anthropic.",
+        },
+        Key {
+            name: "transcript",
+            shape: Shape::String,
+            doc: "The replay provider's JSON Lines transcript, relative to this file.",
+        },
+    ],
+};
+
+pub(crate) const ISOLATION: Table = Table {
+    name: "Isolation",
+    what: "`isolation`",
+    doc: "Pipeline-level sandbox settings. Caps apply only when given.",
+    required: &[],
+    keys: &[
+        Key {
+            name: "memory",
+            shape: Shape::Size,
+            doc: "Memory cap (swap included), like `2G`.",
+        },
+        Key {
+            name: "pids",
+            shape: Shape::Positive,
+            doc: "Process count cap.",
+        },
+        Key {
+            name: "cpus",
+            shape: Shape::Number {
+                minimum: 0.001,
+                maximum: None,
+            },
+            doc: "CPU cap, like `2` or `0.5`.",
+        },
+        Key {
+            name: "tmp_size",
+            shape: Shape::Size,
+            doc: "Size of the sandbox's `/tmp` and `/dev/shm` tmpfs, like `512M`.",
+        },
+        Key {
+            name: "read_only",
+            shape: Shape::StringList,
+            doc: "Extra host paths (absolute or `~/…`) exposed read-only at their host path.",
+        },
+        Key {
+            name: "hide",
+            shape: Shape::StringList,
+            doc: "Workspace-relative paths masked inside the sandbox.",
+        },
+        Key {
+            name: "allow_git_mutations",
+            shape: Shape::Bool,
+            doc: "Make the git directory writable (except config, hooks, …). Default false.",
+        },
+    ],
+};
+
+pub(crate) const SECRET: Table = Table {
+    name: "Secret",
+    what: "a secret",
+    doc: "Where a secret's value comes from.",
+    required: &["from", "key"],
+    keys: &[
+        Key {
+            name: "from",
+            shape: Shape::Enum(&["env"]),
+            doc: "`env`: a host environment variable.",
+        },
+        Key {
+            name: "key",
+            shape: Shape::EnvName,
+            doc: "The variable's name; steps listing the secret get it under this name.",
+        },
+    ],
+};
+
+pub(crate) const STEP: Table = Table {
+    name: "Step",
+    what: "a step",
+    doc: "One step: exactly one of `agent`, `command` or `action`.",
+    required: &["name"],
+    keys: &[
+        Key {
+            name: "name",
+            shape: Shape::Name,
+            doc: "Unique step name matching `[a-z0-9][a-z0-9_-]{0,62}`; not `success` or `failure`.",
+        },
+        Key {
+            name: "agent",
+            shape: Shape::Name,
+            doc: "Run the agent defined in `<agents_dir>/<agent>.agent.md`.",
+        },
+        Key {
+            name: "command",
+            shape: Shape::Command,
+            doc: "A string runs under `/bin/sh -c`; a list runs without a shell. Exit 0 passes.",
+        },
+        Key {
+            name: "action",
+            shape: Shape::Enum(&["commit"]),
+            doc: "A host action: `commit`.",
+        },
+        Key {
+            name: "params",
+            shape: Shape::Object(&COMMIT_PARAMS),
+            doc: "Action arguments (`commit`: `message`).",
+        },
+        Key {
+            name: "prompt",
+            shape: Shape::String,
+            doc: "Appended to the agent's task message.",
+        },
+        Key {
+            name: "model",
+            shape: Shape::String,
+            doc: "Overrides the agent file's and `llm`'s model for this agent step.",
+        },
+        Key {
+            name: "produces",
+            shape: Shape::StringList,
+            doc: "Workspace files that must exist after the step.",
+        },
+        Key {
+            name: "artifact",
+            shape: Shape::String,
+            doc: "The workspace file whose last `VERDICT:` line decides an agent step.",
+        },
+        Key {
+            name: "verdicts",
+            shape: Shape::Object(&VERDICTS),
+            doc: "Verdict keywords; without it an agent passes when it finishes.",
+        },
+        Key {
+            name: "max_iterations",
+            shape: Shape::Positive,
+            doc: "Model-call budget of an agent step. Default: the agent file's, else 40.",
+        },
+        Key {
+            name: "timeout",
+            shape: Shape::Positive,
+            doc: "Wall-clock limit in seconds.",
+        },
+        Key {
+            name: "env",
+            shape: Shape::StringMap,
+            doc: "Extra environment variables in the step's sandbox.",
+        },
+        Key {
+            name: "secrets",
+            shape: Shape::StringList,
+            doc: "Secret references (declared under top-level `secrets`) set in this step's sandbox.",
+        },
+        Key {
+            name: "setup",
+            shape: Shape::Command,
+            doc: "Runs once per run (cached) in its own session before the step.",
+        },
+        Key {
+            name: "setup_network",
+            shape: Shape::Network,
+            doc: "The setup hook's network. Default `none`.",
+        },
+        Key {
+            name: "network",
+            shape: Shape::Network,
+            doc: "This step's network; default: the pipeline's.",
+        },
+        Key {
+            name: "model_lane",
+            shape: Shape::Bool,
+            doc: "Give a command step the model lane on 127.0.0.1:3129.",
+        },
+        Key {
+            name: "on_pass",
+            shape: Shape::Route,
+            doc: "Where a pass goes. Default: the next step, or `success` after the last.",
+        },
+        Key {
+            name: "on_fail",
+            shape: Shape::Route,
+            doc: "Where a fail goes. Default: `failure`.",
+        },
+    ],
+};
+
+pub(crate) const NETWORK: Table = Table {
+    name: "Allowlist",
+    what: "`network`",
+    doc: "Reach exactly the allowed destinations through the session's proxy.",
+    required: &[],
+    keys: &[
+        Key {
+            name: "allow",
+            shape: Shape::StringList,
+            doc: "Patterns: `example.com`, `*.example.com`, `:PORT` or `:*`, `ip:ADDR[/LEN]:PORT`.",
+        },
+        Key {
+            name: "deny",
+            shape: Shape::StringList,
+            doc: "Patterns that win over `allow`; without a port they cover every port.",
+        },
+        Key {
+            name: "grants",
+            shape: Shape::Bool,
+            doc: "The step gets the run's plan-declared grants. Default false.",
+        },
+    ],
+};
+
+pub(crate) const GOTO: Table = Table {
+    name: "Goto",
+    what: "a route",
+    doc: "Go to a step, optionally as a retry (which uses one attempt).",
+    required: &["goto"],
+    keys: &[
+        Key {
+            name: "goto",
+            shape: Shape::String,
+            doc: "A step name, `success` or `failure`.",
+        },
+        Key {
+            name: "retry",
+            shape: Shape::Bool,
+            doc: "Start a new attempt. Default false.",
+        },
+    ],
+};
+
+pub(crate) const VERDICTS: Table = Table {
+    name: "Verdicts",
+    what: "`verdicts`",
+    doc: "Keywords of the `VERDICT: <keyword>` line that decides an agent step.",
+    required: &["pass", "fail"],
+    keys: &[
+        Key {
+            name: "pass",
+            shape: Shape::String,
+            doc: "The keyword that passes the step.",
+        },
+        Key {
+            name: "fail",
+            shape: Shape::String,
+            doc: "The keyword that fails the step.",
+        },
+    ],
+};
+
+pub(crate) const COMMIT_PARAMS: Table = Table {
+    name: "CommitParams",
+    what: "`params`",
+    doc: "Arguments of the `commit` action.",
+    required: &[],
+    keys: &[Key {
+        name: "message",
+        shape: Shape::String,
+        doc: "Commit message; `{name}` is the pipeline name and `{run_id}` the run id.",
+    }],
+};
+
+pub(crate) const AGENT: Table = Table {
+    name: "AgentFrontMatter",
+    what: "the agent file's front matter",
+    doc: "The YAML front matter of a `<name>.agent.md` file.",
+    required: &["name"],
+    keys: &[
+        Key {
+            name: "name",
+            shape: Shape::Name,
+            doc: "Must equal the file name without `.agent.md`.",
+        },
+        Key {
+            name: "model",
+            shape: Shape::String,
+            doc: "Overrides `llm.model`.",
+        },
+        Key {
+            name: "tools",
+            shape: Shape::EnumList(&[
+                "bash",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "request_egress",
+            ]),
+            doc: "Built-in tools the agent may call. Default: all.",
+        },
+        Key {
+            name: "max_iterations",
+            shape: Shape::Positive,
+            doc: "Model-call budget. Default 40.",
+        },
+        Key {
+            name: "temperature",
+            shape: Shape::Number {
+                minimum: 0.0,
+                maximum: Some(2.0),
+            },
+            doc: "Sampling temperature, 0 to 2.",
+        },
+    ],
+};

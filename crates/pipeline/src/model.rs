@@ -1,0 +1,185 @@
+//! The validated pipeline: what the engine consumes. Every value here has passed every rule of
+//! DESIGN §3, implicit routes are filled in and inherited settings are resolved per step.
+
+use std::collections::BTreeMap;
+use std::num::{NonZeroU32, NonZeroU64};
+
+pub use cordon_protocol::StepName;
+
+use crate::{Agent, AgentName, EnvName, Isolation, Llm, Network, RelPath, Secret, SecretName};
+
+/// The attempt budget when `max_attempts` is not given.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// The model-call budget of an agent step when neither the step nor its agent file sets one.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 40;
+/// `agents_dir` when not given.
+pub const DEFAULT_AGENTS_DIR: &str = "agents";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pipeline {
+    pub name: String,
+    pub llm: Option<Llm>,
+    /// Relative to the pipeline file's directory.
+    pub agents_dir: RelPath,
+    /// Relative to the pipeline file's directory.
+    pub context_files: Vec<RelPath>,
+    pub max_attempts: NonZeroU32,
+    pub isolation: Isolation,
+    /// The pipeline-level default; each step's `network` below is already resolved.
+    pub network: Network,
+    pub secrets: BTreeMap<SecretName, Secret>,
+    pub steps: Vec<Step>,
+    /// Every agent file a step refers to, by name.
+    pub agents: BTreeMap<AgentName, Agent>,
+}
+
+impl Pipeline {
+    pub fn step(&self, name: &StepName) -> Option<&Step> {
+        self.steps.iter().find(|s| &s.name == name)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub name: StepName,
+    pub kind: StepKind,
+    /// Where a pass goes; an omitted `on_pass` is already the next step (or `success`).
+    pub on_pass: Route,
+    /// Where a fail goes; an omitted `on_fail` is already `failure`.
+    pub on_fail: Route,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepKind {
+    Agent(AgentStep),
+    Command(CommandStep),
+    Action(Action),
+}
+
+impl StepKind {
+    /// `agent`, `command` or `action`, as written in YAML.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StepKind::Agent(_) => "agent",
+            StepKind::Command(_) => "command",
+            StepKind::Action(_) => "action",
+        }
+    }
+
+    /// The sandbox settings of a step that runs in a sandbox; host actions have none.
+    pub fn sandbox(&self) -> Option<&Sandboxed> {
+        match self {
+            StepKind::Agent(a) => Some(&a.sandbox),
+            StepKind::Command(c) => Some(&c.sandbox),
+            StepKind::Action(_) => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentStep {
+    pub agent: AgentName,
+    /// Resolved: the step's `model`, else the agent file's, else `llm.model`. `None` only for a
+    /// replay provider without a model.
+    pub model: Option<String>,
+    /// Resolved: the step's, else the agent file's, else 40.
+    pub max_iterations: NonZeroU32,
+    /// Appended to the agent's task message.
+    pub prompt: Option<String>,
+    /// The file whose last `VERDICT:` line decides the step (workspace-relative).
+    pub artifact: Option<RelPath>,
+    pub verdicts: Option<Verdicts>,
+    pub sandbox: Sandboxed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdicts {
+    pub pass: String,
+    pub fail: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandStep {
+    pub command: CommandSpec,
+    /// The step gets the model lane on `127.0.0.1:3129` inside its namespace.
+    pub model_lane: bool,
+    pub sandbox: Sandboxed,
+}
+
+/// A `command:` string runs under `/bin/sh -c`; a list runs without a shell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommandSpec {
+    Shell(String),
+    Argv(Vec<String>),
+}
+
+/// What every sandboxed step (agent or command) carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sandboxed {
+    /// Resolved: the step's `network`, else the pipeline's.
+    pub network: Network,
+    pub setup: Option<Setup>,
+    pub secrets: Vec<SecretName>,
+    pub env: BTreeMap<EnvName, String>,
+    pub timeout: Option<Timeout>,
+    /// Files that must exist after the step (workspace-relative).
+    pub produces: Vec<RelPath>,
+}
+
+/// A step's `setup` hook and the network it runs with (`setup_network`, default `none`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Setup {
+    pub command: CommandSpec,
+    pub network: Network,
+}
+
+/// A positive number of seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timeout(pub NonZeroU64);
+
+impl Timeout {
+    pub fn seconds(self) -> u64 {
+        self.0.get()
+    }
+}
+
+/// A host action (runs outside the sandbox, in cordon itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `action: commit`; `message` may hold `{name}` and `{run_id}`.
+    Commit { message: String },
+}
+
+impl Action {
+    pub const NAMES: &'static [&'static str] = &["commit"];
+    pub const DEFAULT_COMMIT_MESSAGE: &'static str = "cordon: {name} ({run_id})";
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Action::Commit { .. } => "commit",
+        }
+    }
+}
+
+/// Where a verdict sends the run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// To a step; with `retry` the run's attempt counter grows first.
+    Goto {
+        step: StepName,
+        retry: bool,
+    },
+    Success,
+    Failure,
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Route::Goto { step, retry: false } => write!(f, "{step}"),
+            Route::Goto { step, retry: true } => write!(f, "{step} (retry)"),
+            Route::Success => f.write_str("success"),
+            Route::Failure => f.write_str("failure"),
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! From the spanned YAML tree to the typed `Pipeline`, checking every rule of DESIGN §3 and
+//! reporting every problem in one pass.
+
+mod graph;
+mod isolation;
+mod llm;
+mod network;
+mod route;
+mod sandboxed;
+mod secrets;
+mod step;
+
+use std::collections::BTreeMap;
+use std::num::{NonZeroU32, NonZeroU64};
+
+use crate::decode::{self};
+use crate::diagnostic::{FileSink, Position};
+use crate::keys;
+use crate::model::{DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS, Pipeline};
+use crate::yaml::Node;
+use crate::{Agent, AgentName, EnvName, Isolation, Network, RelPath, RelPathError};
+
+pub(crate) use network::decode as network;
+
+/// Reads an agent file for a step: `(name, where the step names it)`. Reports its own problems
+/// and returns `None` when the agent is unusable.
+pub(crate) type AgentLoader<'a> =
+    dyn FnMut(&mut FileSink<'_>, &AgentName, Position, &RelPath) -> Option<Agent> + 'a;
+
+/// Decodes and validates a whole pipeline. `None` when any error was reported.
+pub(crate) fn pipeline(
+    out: &mut FileSink<'_>,
+    root: &Node,
+    agents: &mut AgentLoader<'_>,
+) -> Option<Pipeline> {
+    let fields = decode::fields(out, root, &keys::PIPELINE)?;
+    let name = fields.get("name").and_then(|n| pipeline_name(out, n));
+    let llm = fields.get("llm").map(|n| llm::llm(out, n));
+    let agents_dir = match fields.get("agents_dir") {
+        Some(n) => rel_path(out, n, "agents_dir"),
+        None => RelPath::parse(DEFAULT_AGENTS_DIR).ok(),
+    };
+    let context_files = match fields.get("context_files") {
+        Some(n) => rel_paths(out, n, "context_files", "README.md"),
+        None => Some(Vec::new()),
+    };
+    let max_attempts = match fields.get("max_attempts") {
+        Some(n) => positive_u32(out, n, "max_attempts", 3),
+        None => NonZeroU32::new(DEFAULT_MAX_ATTEMPTS),
+    };
+    let isolation = match fields.get("isolation") {
+        Some(n) => isolation::isolation(out, n),
+        None => Some(Isolation::default()),
+    };
+    let network = match fields.get("network") {
+        Some(n) => network(out, n, "network"),
+        None => Some(Network::None),
+    };
+    let secrets = match fields.get("secrets") {
+        Some(n) => secrets::secrets(out, n),
+        None => Some(BTreeMap::new()),
+    };
+    // Steps may only use declared secrets; a declaration with an invalid value still declares
+    // its name, so steps using it are not reported a second time.
+    let secret_names: Vec<String> = match fields.get("secrets").map(|n| &n.kind) {
+        Some(crate::yaml::Kind::Map(pairs)) => pairs
+            .iter()
+            .filter_map(|(k, _)| k.scalar().map(|s| s.text.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let context = step::Context {
+        llm: llm.as_ref().and_then(Option::as_ref),
+        llm_given: llm.is_some(),
+        network: network.as_ref(),
+        secret_names: &secret_names,
+        agents_dir: agents_dir.as_ref(),
+    };
+    let steps = fields
+        .get("steps")
+        .and_then(|n| step::steps(out, n, &context, agents));
+    let (steps, agents) = steps.map_or((None, None), |(s, a)| (Some(s), Some(a)));
+    Some(Pipeline {
+        name: name?,
+        llm: match llm {
+            Some(llm) => Some(llm?),
+            None => None,
+        },
+        agents_dir: agents_dir?,
+        context_files: context_files?,
+        max_attempts: max_attempts?,
+        isolation: isolation?,
+        network: network?,
+        secrets: secrets?,
+        steps: steps?,
+        agents: agents?,
+    })
+}
+
+fn pipeline_name(out: &mut FileSink<'_>, node: &Node) -> Option<String> {
+    let name = decode::string(out, node, "name")?;
+    if name.contains(['\n', '\r']) || name.trim().is_empty() {
+        out.error(node.at, "`name` must be one line of text; shorten it");
+        return None;
+    }
+    Some(name)
+}
+
+/// A relative path under `key`, with a message naming the fix.
+pub(crate) fn rel_path(out: &mut FileSink<'_>, node: &Node, key: &str) -> Option<RelPath> {
+    let text = decode::string(out, node, key)?;
+    rel_path_text(out, node.at, key, &text)
+}
+
+fn rel_path_text(out: &mut FileSink<'_>, at: Position, key: &str, text: &str) -> Option<RelPath> {
+    match RelPath::parse(text) {
+        Ok(p) => Some(p),
+        Err(err) => {
+            let why = match err {
+                RelPathError::Empty => "is empty; name a file or directory",
+                RelPathError::Absolute => "must be a relative path; drop the leading `/` or `~`",
+                RelPathError::Parent => "must not leave its directory; remove the `..`",
+                RelPathError::Nul => "must not contain a NUL byte",
+            };
+            out.error(at, format!("`{key}` path {} {why}", decode::quoted(text)));
+            None
+        }
+    }
+}
+
+pub(crate) fn rel_paths(
+    out: &mut FileSink<'_>,
+    node: &Node,
+    key: &str,
+    example: &str,
+) -> Option<Vec<RelPath>> {
+    let items = decode::strings(out, node, key, example)?;
+    let mut ok = true;
+    let mut result = Vec::with_capacity(items.len());
+    for (at, text) in items {
+        match rel_path_text(out, at, key, &text) {
+            Some(p) if result.contains(&p) => {
+                out.error(at, format!("`{key}` lists `{p}` twice; keep one"));
+                ok = false;
+            }
+            Some(p) => result.push(p),
+            None => ok = false,
+        }
+    }
+    ok.then_some(result)
+}
+
+/// An environment variable name under `key`. The text is not quoted back: a pasted secret value
+/// must not end up in a terminal or a log.
+pub(crate) fn env_name(
+    out: &mut FileSink<'_>,
+    node: &Node,
+    key: &str,
+    example: &str,
+) -> Option<EnvName> {
+    let text = decode::string(out, node, key)?;
+    let name = EnvName::parse(&text);
+    if name.is_none() {
+        out.error(
+            node.at,
+            format!(
+                "`{key}` must be the NAME of an environment variable (letters, digits and `_`), \
+                 like `{key}: {example}`; values never go in the pipeline"
+            ),
+        );
+    }
+    name
+}
+
+/// A positive number that must fit in 32 bits.
+pub(crate) fn positive_u32(
+    out: &mut FileSink<'_>,
+    node: &Node,
+    key: &str,
+    example: u64,
+) -> Option<NonZeroU32> {
+    let v: NonZeroU64 = decode::positive(out, node, key, example)?;
+    let v = NonZeroU32::try_from(v).ok();
+    if v.is_none() {
+        out.error(
+            node.at,
+            format!("`{key}` is too large; give at most 4294967295"),
+        );
+    }
+    v
+}

@@ -1,0 +1,93 @@
+//! Decoding `isolation`: caps, sizes, read-only host paths and hidden workspace paths.
+
+use super::rel_paths;
+use crate::decode::{self, Fields};
+use crate::diagnostic::FileSink;
+use crate::keys;
+use crate::yaml::Node;
+use crate::{ByteSize, Cpus, HostPath, Isolation};
+
+pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation> {
+    let fields = decode::fields(out, node, &keys::ISOLATION)?;
+    let memory = optional(&fields, "memory", |n| size(out, n, "memory", "2G"));
+    let pids = optional(&fields, "pids", |n| decode::positive(out, n, "pids", 512));
+    let cpus = optional(&fields, "cpus", |n| cpus(out, n));
+    let tmp_size = optional(&fields, "tmp_size", |n| size(out, n, "tmp_size", "512M"));
+    let read_only = match fields.get("read_only") {
+        Some(n) => host_paths(out, n),
+        None => Some(Vec::new()),
+    };
+    let hide = match fields.get("hide") {
+        Some(n) => rel_paths(out, n, "hide", "secrets/"),
+        None => Some(Vec::new()),
+    };
+    let allow_git_mutations = match fields.get("allow_git_mutations") {
+        Some(n) => decode::boolean(out, n, "allow_git_mutations"),
+        None => Some(false),
+    };
+    Some(Isolation {
+        memory: memory?,
+        pids: pids?,
+        cpus: cpus?,
+        tmp_size: tmp_size?,
+        read_only: read_only?,
+        hide: hide?,
+        allow_git_mutations: allow_git_mutations?,
+    })
+}
+
+/// `Some(None)` when the key is absent, `Some(Some(v))` when it decodes, `None` on error.
+fn optional<'n, T>(
+    fields: &Fields<'n>,
+    key: &str,
+    decode: impl FnOnce(&'n Node) -> Option<T>,
+) -> Option<Option<T>> {
+    match fields.get(key) {
+        Some(n) => decode(n).map(Some),
+        None => Some(None),
+    }
+}
+
+fn size(out: &mut FileSink<'_>, node: &Node, key: &str, example: &str) -> Option<ByteSize> {
+    let text = decode::string(out, node, key)?;
+    match ByteSize::parse(&text) {
+        Ok(s) => Some(s),
+        Err(err) => {
+            out.error(node.at, format!("`{key}`: {err} (like `{key}: {example}`)"));
+            None
+        }
+    }
+}
+
+fn cpus(out: &mut FileSink<'_>, node: &Node) -> Option<Cpus> {
+    let c = node
+        .scalar()
+        .filter(|s| s.plain)
+        .and_then(|s| Cpus::parse(&s.text));
+    if c.is_none() {
+        out.error(
+            node.at,
+            format!("`cpus` must be a number greater than 0 with at most three decimals, like `cpus: 2` or `cpus: 0.5`; found {}", node.describe()),
+        );
+    }
+    c
+}
+
+fn host_paths(out: &mut FileSink<'_>, node: &Node) -> Option<Vec<HostPath>> {
+    let items = decode::strings(out, node, "read_only", "~/.rustup")?;
+    let mut ok = true;
+    let mut result = Vec::with_capacity(items.len());
+    for (at, text) in items {
+        match HostPath::parse(&text) {
+            Some(p) => result.push(p),
+            None => {
+                out.error(
+                    at,
+                    format!("`read_only` path {} must be absolute or start with `~/`, without `..`; write it like `/opt/tools` or `~/.rustup`", decode::quoted(&text)),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(result)
+}

@@ -1,0 +1,144 @@
+//! The operator policy file: every key, every rule, with line:col diagnostics.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+use cordon_pipeline::policy::{self, Limits, OperatorPolicy, PolicyPath};
+
+fn check(name: &str, toml: &str) {
+    let output = match policy::parse("policy.toml", toml) {
+        Ok(p) => format!(
+            "valid: {} deny, {} allow_private, {} resolve, {} grant allow, {} grant deny, limits {:?}",
+            p.deny.len(),
+            p.allow_private.len(),
+            p.resolve.len(),
+            p.grants.allow.len(),
+            p.grants.deny.len(),
+            p.limits
+        ),
+        Err(d) => d.to_string(),
+    };
+    insta::assert_snapshot!(name, format!("{toml}---\n{output}"));
+}
+
+#[test]
+fn design_example_policy_is_valid() {
+    let text = r#"deny = ["*.corp.example"]
+allow_private = ["10.20.0.0/16"]
+[resolve]
+"registry.example" = "10.20.0.5"
+"mirror.example" = ["10.20.0.6", "fd00::6"]
+[grants]
+allow = ["*.packages.example", "registry.example:8443"]
+deny = []
+[limits]
+disk_warn = 85
+disk_abort = 95
+mem_warn = 90
+"#;
+    let p = policy::parse("policy.toml", text).expect("valid");
+    assert_eq!(
+        p.deny.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["*.corp.example:*"],
+        "a deny pattern without a port covers every port"
+    );
+    assert_eq!(p.resolve.len(), 2);
+    assert_eq!(p.resolve[0].0.as_str(), "mirror.example", "sorted by name");
+    assert_eq!(p.resolve[0].1.len(), 2);
+    assert_eq!(p.grants.allow.len(), 2);
+    assert_eq!(
+        p.limits,
+        Limits {
+            disk_warn: 85,
+            disk_abort: 95,
+            mem_warn: 90
+        }
+    );
+}
+
+#[test]
+fn empty_policy_is_the_default() {
+    assert_eq!(
+        policy::parse("policy.toml", ""),
+        Ok(OperatorPolicy::default())
+    );
+}
+
+#[test]
+fn operator_may_deny_everything() {
+    let p = policy::parse("policy.toml", "deny = [\"*\"]\n").expect("valid");
+    assert_eq!(p.deny.len(), 1);
+}
+
+#[test]
+fn unknown_keys_are_errors_with_line_and_column() {
+    check(
+        "policy_unknown_keys",
+        "deny = []\nalow_private = []\n[grants]\nallow = []\nextra = 1\n[limits]\ndisk_warm = 80\n[proxy]\nport = 1\n",
+    );
+}
+
+#[test]
+fn values_are_checked() {
+    check(
+        "policy_values",
+        "deny = [\"10.0.0.1\", \"*.com\"]\nallow_private = [\"10.0.0.0/33\", 5]\n[resolve]\n\"registry.example\" = \"not-an-ip\"\n\"10.0.0.1\" = \"10.0.0.2\"\n[grants]\nallow = \"*.example.com\"\ndeny = [\"example.com:99999\"]\n[limits]\ndisk_warn = 95\ndisk_abort = 90\nmem_warn = 101\n",
+    );
+}
+
+#[test]
+fn malformed_toml_reports_the_parsers_location() {
+    check(
+        "policy_malformed",
+        "deny = [\"a.example\"\nallow_private = []\n",
+    );
+    check(
+        "policy_wrong_table_type",
+        "grants = 1\nlimits = [1]\nresolve = \"x\"\n",
+    );
+}
+
+#[test]
+fn missing_given_policy_file_is_an_error_but_a_missing_default_is_no_policy() {
+    let files = std::collections::BTreeMap::new();
+    let given = PolicyPath::Given(PathBuf::from("nope.toml"));
+    assert_eq!(
+        policy::load(&given, &files)
+            .expect_err("missing")
+            .to_string(),
+        "nope.toml: the operator policy file cannot be read: entity not found; fix the path given to `--policy`"
+    );
+    let default = PolicyPath::Default(PathBuf::from("nope.toml"));
+    assert_eq!(
+        policy::load(&default, &files),
+        Ok(OperatorPolicy::default())
+    );
+}
+
+#[test]
+fn default_policy_path_follows_xdg_then_home() {
+    let check = |xdg: Option<&str>, home: Option<&str>, expected: Option<&str>| {
+        let got = policy::default_path(xdg.map(OsStr::new), home.map(OsStr::new));
+        assert_eq!(
+            got,
+            expected.map(PathBuf::from),
+            "xdg {xdg:?} home {home:?}"
+        );
+    };
+    check(
+        Some("/cfg"),
+        Some("/home/u"),
+        Some("/cfg/cordon/policy.toml"),
+    );
+    check(
+        None,
+        Some("/home/u"),
+        Some("/home/u/.config/cordon/policy.toml"),
+    );
+    check(
+        Some("relative"),
+        Some("/home/u"),
+        Some("/home/u/.config/cordon/policy.toml"),
+    );
+    check(None, None, None);
+}

@@ -1,0 +1,301 @@
+//! One broken pipeline per rule of DESIGN §3 and §5, each with its exact diagnostics.
+
+use crate::fixture::{agent, report};
+
+/// The LLM block most agent cases share.
+const LLM: &str = "llm: {provider: openai, model: gpt-4.1}\n";
+
+/// Snapshots the diagnostics of `yaml` (with a `dev` agent file) under `name`, with the input
+/// above them so the snapshot reads on its own.
+fn check(name: &str, yaml: &str) {
+    check_with(name, yaml, &[agent("dev")]);
+}
+
+fn check_with(name: &str, yaml: &str, files: &[(String, String)]) {
+    let output = report(yaml, files);
+    insta::assert_snapshot!(name, format!("{yaml}---\n{output}"));
+}
+
+#[test]
+fn unknown_keys_are_errors_with_the_closest_known_key() {
+    check(
+        "unknown_keys",
+        "name: x\nnetwrok: none\nfrobnicate: 1\nsteps:\n  - name: a\n    command: make\n    tiemout: 5\n    on_pass: {goto: success, retri: true}\n",
+    );
+}
+
+#[test]
+fn duplicate_keys_are_errors() {
+    check(
+        "duplicate_keys",
+        "name: x\nname: y\nsteps:\n  - {name: a, command: make, command: test}\n",
+    );
+}
+
+#[test]
+fn pipeline_needs_a_name_and_steps() {
+    check("missing_name_and_steps", "max_attempts: 2\n");
+    check("empty_steps", "name: x\nsteps: []\n");
+    check(
+        "multi_line_name",
+        "name: |\n  two\n  lines\nmax_attempts: 99999999999\nsteps:\n  - {name: a, command: make}\n",
+    );
+    check("steps_not_a_list", "name: x\nsteps: {name: a}\n");
+    check("step_not_a_mapping", "name: x\nsteps:\n  - make test\n");
+    check("document_not_a_mapping", "- name: x\n");
+}
+
+#[test]
+fn a_step_is_exactly_one_of_agent_command_or_action() {
+    check(
+        "step_without_kind",
+        "name: x\nsteps:\n  - name: a\n    timeout: 5\n",
+    );
+    check(
+        "step_with_two_kinds",
+        &format!(
+            "name: x\n{LLM}steps:\n  - name: a\n    agent: dev\n    command: make\n    action: commit\n"
+        ),
+    );
+}
+
+#[test]
+fn step_names_are_unique_valid_and_not_route_targets() {
+    check(
+        "step_names",
+        "name: x\nsteps:\n  - {name: a, command: make}\n  - {name: a, command: make}\n  - {name: success, command: make}\n  - {name: Run Tests, command: make}\n  - {name: '', command: make}\n",
+    );
+}
+
+#[test]
+fn routes_name_a_step_success_failure_or_a_goto() {
+    check(
+        "routes",
+        "name: x\nsteps:\n  - name: build\n    command: make\n    on_pass: tset\n    on_fail: {goto: success, retry: true}\n  - name: test\n    command: make test\n    on_pass: [a]\n    on_fail: {goto: build, retry: maybe}\n  - name: other\n    command: make\n    on_fail: nowhere\n",
+    );
+}
+
+#[test]
+fn every_cycle_needs_a_retry_edge() {
+    check(
+        "cycle_explicit",
+        "name: x\nsteps:\n  - {name: a, command: make}\n  - {name: b, command: make, on_fail: a}\n",
+    );
+    check(
+        "cycle_self_loop",
+        "name: x\nsteps:\n  - {name: a, command: make, on_fail: a}\n",
+    );
+    check(
+        "cycle_through_implicit_edges",
+        "name: x\nsteps:\n  - {name: a, command: make}\n  - {name: b, command: make}\n  - {name: c, command: make, on_pass: a}\n",
+    );
+    check(
+        "cycles_two_separate",
+        "name: x\nsteps:\n  - {name: a, command: make, on_pass: b}\n  - {name: b, command: make, on_pass: a}\n  - {name: c, command: make, on_fail: d}\n  - {name: d, command: make, on_pass: c, on_fail: {goto: a, retry: true}}\n",
+    );
+}
+
+#[test]
+fn host_actions_take_no_sandbox_keys() {
+    check(
+        "action_with_sandbox_keys",
+        "name: x\nsecrets: {gh: {from: env, key: GH_TOKEN}}\nsteps:\n  - name: commit\n    action: commit\n    network: open\n    setup: make deps\n    secrets: [gh]\n    model_lane: true\n    prompt: hi\n",
+    );
+    check(
+        "unknown_action",
+        "name: x\nsteps:\n  - {name: c, action: comit}\n  - {name: d, action: deploy}\n",
+    );
+    check(
+        "commit_params",
+        "name: x\nsteps:\n  - {name: c, action: commit, params: {message: 'fix {nmae}', author: me}}\n",
+    );
+}
+
+#[test]
+fn keys_apply_only_to_their_kind_of_step() {
+    check(
+        "agent_keys_on_command",
+        "name: x\nsteps:\n  - name: test\n    command: make\n    verdicts: {pass: OK, fail: NO}\n    prompt: hi\n    params: {message: m}\n",
+    );
+    check(
+        "command_keys_on_agent",
+        &format!("name: x\n{LLM}steps:\n  - name: dev\n    agent: dev\n    model_lane: true\n"),
+    );
+    check(
+        "model_lane_without_llm",
+        "name: x\nsteps:\n  - {name: a, command: claude -p fix, model_lane: true}\n",
+    );
+    check(
+        "setup_network_without_setup",
+        "name: x\nsteps:\n  - {name: a, command: make, setup_network: open}\n",
+    );
+}
+
+#[test]
+fn agent_files_exist_and_name_themselves() {
+    check_with(
+        "agent_file_missing",
+        &format!(
+            "name: x\n{LLM}steps:\n  - {{name: dev, agent: dev}}\n  - {{name: review, agent: reviewer}}\n"
+        ),
+        &[agent("dev")],
+    );
+    check_with(
+        "agent_file_problems",
+        &format!("name: x\n{LLM}steps:\n  - {{name: a, agent: one}}\n  - {{name: b, agent: two}}\n  - {{name: c, agent: three}}\n  - {{name: d, agent: 'Bad/Name'}}\n"),
+        &[
+            ("agents/one.agent.md".to_owned(), "---\nname: uno\n---\nprompt\n".to_owned()),
+            ("agents/two.agent.md".to_owned(), "You are two.\n".to_owned()),
+            (
+                "agents/three.agent.md".to_owned(),
+                "---\nname: three\ntools: [bash, bash, grep, edit_fil]\ntemperature: 3\nmax_iterations: 0\ncolour: red\n---\n\n".to_owned(),
+            ),
+        ],
+    );
+    check_with(
+        "agent_front_matter_syntax",
+        &format!("name: x\n{LLM}steps:\n  - {{name: a, agent: one}}\n"),
+        &[(
+            "agents/one.agent.md".to_owned(),
+            "---\nname: one\ntools: [bash\n---\nprompt\n".to_owned(),
+        )],
+    );
+}
+
+#[test]
+fn agent_steps_need_an_llm_block_with_the_provider_keys() {
+    check(
+        "llm_missing",
+        "name: x\nsteps:\n  - {name: dev, agent: dev}\n",
+    );
+    check(
+        "llm_openai_without_model",
+        "name: x\nllm: {provider: openai}\nsteps:\n  - {name: dev, agent: dev}\n",
+    );
+    check(
+        "llm_anthropic_without_model_and_key",
+        "name: x\nllm: {provider: anthropic}\nsteps:\n  - {name: dev, agent: dev}\n",
+    );
+    check(
+        "llm_replay_without_transcript",
+        "name: x\nllm: {provider: replay}\nsteps:\n  - {name: dev, agent: dev}\n",
+    );
+    check(
+        "llm_key_values_and_urls",
+        "name: x\nllm:\n  provider: openai\n  model: m\n  api_key_env: sk-live-abcdef0123456789\n  base_url: api.example.com/v1\n  transcript: t.jsonl\nsteps:\n  - {name: dev, agent: dev}\n",
+    );
+    check(
+        "llm_unknown_provider",
+        "name: x\nllm: {provider: opnai, model: m}\nsteps:\n  - {name: dev, agent: dev}\n",
+    );
+    check(
+        "llm_replay_ignores_endpoint_keys",
+        "name: x\nllm: {provider: replay, transcript: replay/fix.jsonl, api_key_env: KEY}\nsteps:\n  - {name: dev, agent: dev}\n",
+    );
+}
+
+#[test]
+fn counts_and_timeouts_are_positive() {
+    check(
+        "non_positive_numbers",
+        &format!(
+            "name: x\nmax_attempts: -1\n{LLM}steps:\n  - {{name: dev, agent: dev, max_iterations: ten}}\n  - {{name: t, command: make, timeout: 0}}\n  - {{name: u, command: make, timeout: '600'}}\n"
+        ),
+    );
+}
+
+#[test]
+fn step_secrets_are_declared() {
+    check(
+        "secrets",
+        "name: x\nsecrets:\n  gh: {from: env, key: GH_TOKEN}\n  vault: {from: vault, key: X}\n  Bad: {from: env, key: 1X}\nsteps:\n  - {name: a, command: make, secrets: [gh, gj, npm]}\n",
+    );
+}
+
+#[test]
+fn network_patterns_follow_the_egress_grammar() {
+    check(
+        "network_patterns",
+        "name: x\nsteps:\n  - name: a\n    command: make\n    network:\n      allow:\n        - 10.0.0.1\n        - 127.1\n        - 0x7f000001\n        - '2130706433'\n        - '*.com'\n        - bücher.example\n        - example.com:+443\n        - ip:10.0.0.0/8\n        - example.com\n      deny: ['*', evil.example.test]\n",
+    );
+    check(
+        "network_shapes",
+        "name: x\nnetwork: closed\nsteps:\n  - {name: a, command: make, network: [example.com]}\n  - {name: b, command: make, network: {allow: example.com, grants: yes}}\n",
+    );
+}
+
+#[test]
+fn open_and_empty_networks_are_warnings() {
+    check(
+        "network_warnings",
+        "name: x\nnetwork: open\nsteps:\n  - {name: a, command: make, setup: make deps, setup_network: open}\n  - {name: b, command: make, network: {deny: [example.com]}}\n",
+    );
+}
+
+#[test]
+fn steps_no_route_reaches_are_warnings() {
+    check(
+        "unreachable_step",
+        "name: x\nsteps:\n  - {name: a, command: make, on_pass: success}\n  - {name: b, command: make}\n  - {name: c, command: make, on_fail: {goto: b, retry: true}}\n",
+    );
+}
+
+#[test]
+fn malformed_yaml_reports_the_parsers_location() {
+    check(
+        "malformed_flow",
+        "name: x\nsteps: [\n  {name: a, command: make\n",
+    );
+    check(
+        "malformed_indentation",
+        "name: x\nsteps:\n  - name: a\n   command: make\n",
+    );
+    check("two_documents", "name: x\n---\nname: y\n");
+}
+
+#[test]
+fn isolation_values_are_checked() {
+    check(
+        "isolation",
+        "name: x\nisolation:\n  memory: 2X\n  pids: 0\n  cpus: -1\n  tmp_size: 0\n  read_only: [relative/path, ~/ok]\n  hide: [/etc, ../up]\n  allow_git_mutations: sometimes\n  swap: 1G\nsteps:\n  - {name: a, command: make}\n",
+    );
+}
+
+#[test]
+fn paths_stay_inside_their_directory() {
+    check(
+        "paths",
+        &format!(
+            "name: x\n{LLM}agents_dir: /abs\ncontext_files: [README.md, ../secret, README.md]\nsteps:\n  - {{name: a, agent: dev, artifact: /tmp/review.md, produces: [out/../../x]}}\n"
+        ),
+    );
+}
+
+#[test]
+fn commands_env_and_verdicts_are_checked() {
+    check(
+        "commands_env_verdicts",
+        &format!(
+            "name: x\n{LLM}steps:\n  - {{name: a, command: []}}\n  - {{name: b, command: '  '}}\n  - {{name: c, command: {{sh: make}}, env: {{1BAD: x, GOOD: [1]}}}}\n  - {{name: d, agent: dev, verdicts: {{pass: OK, fail: OK}}}}\n  - {{name: e, agent: dev, verdicts: {{pass: ' OK'}}}}\n"
+        ),
+    );
+}
+
+#[test]
+fn diagnostics_are_deterministic() {
+    let yaml = "name: x\nfoo: 1\nsteps:\n  - {name: a, command: make, on_fail: a}\n  - {name: a, command: make, bar: 2}\n";
+    let first = report(yaml, &[]);
+    for _ in 0..5 {
+        assert_eq!(report(yaml, &[]), first);
+    }
+    let lines: Vec<&str> = first.lines().collect();
+    let mut sorted = lines.clone();
+    sorted.sort_by_key(|l| {
+        let mut parts = l.splitn(4, ':');
+        let _file = parts.next();
+        let line: usize = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let col: usize = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (line, col)
+    });
+    assert_eq!(lines, sorted, "diagnostics are ordered by line and column");
+}
