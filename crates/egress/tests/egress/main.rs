@@ -1,0 +1,11 @@
+//! Integration tests of cordon-egress: data tables through one `check` helper per module, and
+//! property tests.
+
+mod cidr;
+mod classify;
+mod decide;
+mod grants;
+mod pattern;
+mod properties;
+mod resolve;
+mod target;
