@@ -1,1 +1,212 @@
-//! (placeholder: being written)
+//! Raw system calls the layer probe makes: attempts that prove a kernel feature works, each without
+//! side effects on the calling process.
+
+use std::io;
+
+/// What happened to each namespace the probe tried to create, in a forked child that then exits.
+/// `Err(errno)` is the error the kernel returned; `None` means it was not tried because the user
+/// namespace that every other namespace is created in already failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NamespaceAttempt {
+    pub user: Result<(), i32>,
+    pub mount: Option<Result<(), i32>>,
+    pub pid: Option<Result<(), i32>>,
+    pub network: Option<Result<(), i32>>,
+}
+
+/// The child reports "not tried" with this value in place of an errno.
+const NOT_TRIED: i32 = -1;
+
+/// Forks a child that unshares a user namespace and then, inside it, a mount, PID and network
+/// namespace one at a time, exactly as a session does, and reports each result over a pipe.
+///
+/// A real attempt is the only reliable test: sysctls (`max_user_namespaces`), AppArmor
+/// (`apparmor_restrict_unprivileged_userns`, which lets the user namespace be created but denies
+/// every capability inside it) and container seccomp profiles all refuse at different points.
+pub(crate) fn try_namespaces() -> io::Result<NamespaceAttempt> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid, writable array of two ints, as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let [read_fd, write_fd] = fds;
+    // SAFETY: the child only makes async-signal-safe system calls (unshare, write, _exit) on
+    // memory it owns, so forking a possibly multi-threaded parent is sound.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut report = [NOT_TRIED; 4];
+        report[0] = unshare_errno(libc::CLONE_NEWUSER);
+        if report[0] == 0 {
+            report[1] = unshare_errno(libc::CLONE_NEWNS);
+            report[2] = unshare_errno(libc::CLONE_NEWPID);
+            report[3] = unshare_errno(libc::CLONE_NEWNET);
+        }
+        let mut bytes = [0u8; 16];
+        for (chunk, value) in bytes.chunks_exact_mut(4).zip(report) {
+            chunk.copy_from_slice(&value.to_ne_bytes());
+        }
+        // SAFETY: `bytes` is valid for 16 bytes; write and _exit are async-signal-safe, and the
+        // child never returns into the parent's Rust code.
+        unsafe {
+            libc::write(write_fd, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(0);
+        }
+    }
+    let fork_error = (pid < 0).then(io::Error::last_os_error);
+    // SAFETY: `write_fd` is our own descriptor from pipe2 and is not used after this.
+    unsafe { libc::close(write_fd) };
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    if fork_error.is_none() {
+        while filled < bytes.len() {
+            let rest = &mut bytes[filled..];
+            // SAFETY: `rest` is valid for `rest.len()` writable bytes; `read_fd` is open.
+            let n = unsafe { libc::read(read_fd, rest.as_mut_ptr().cast(), rest.len()) };
+            if n > 0 {
+                filled += n.unsigned_abs();
+            } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+        reap(pid);
+    }
+    // SAFETY: `read_fd` is our own descriptor from pipe2 and is not used after this.
+    unsafe { libc::close(read_fd) };
+    if let Some(err) = fork_error {
+        return Err(err);
+    }
+    if filled != bytes.len() {
+        return Err(io::Error::other(
+            "the namespace probe child exited without reporting",
+        ));
+    }
+    let mut report = [0i32; 4];
+    for (value, chunk) in report.iter_mut().zip(bytes.chunks_exact(4)) {
+        *value = i32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+    }
+    let decode = |value: i32| match value {
+        NOT_TRIED => None,
+        0 => Some(Ok(())),
+        errno => Some(Err(errno)),
+    };
+    Ok(NamespaceAttempt {
+        user: decode(report[0]).unwrap_or(Err(libc::EINVAL)),
+        mount: decode(report[1]),
+        pid: decode(report[2]),
+        network: decode(report[3]),
+    })
+}
+
+/// `unshare(flags)` in the probe child: 0, or the errno it failed with.
+fn unshare_errno(flags: libc::c_int) -> i32 {
+    // SAFETY: unshare only changes the namespaces of the calling (child) process.
+    if unsafe { libc::unshare(flags) } == 0 {
+        0
+    } else {
+        errno()
+    }
+}
+
+/// Waits for the probe child so it does not linger as a zombie.
+fn reap(pid: libc::pid_t) {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer; `pid` is our own child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if rc >= 0 || errno() != libc::EINTR {
+            return;
+        }
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EINVAL)
+}
+
+/// The Landlock ABI version, or the errno: `ENOSYS` when the kernel lacks Landlock, `EOPNOTSUPP`
+/// when it is built in but not enabled at boot (`lsm=`).
+pub(crate) fn landlock_abi() -> Result<u32, i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with the VERSION flag and a null attribute of size 0 the call only returns the ABI
+    // version; it creates no ruleset and no file descriptor.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(rc).map_err(|_| errno())
+}
+
+/// Whether seccomp filter mode can load a filter using `action` (`SECCOMP_GET_ACTION_AVAIL`).
+/// `Err(ENOSYS)`: no seccomp; `Err(EINVAL)`: no filter mode or a kernel before 4.14;
+/// `Err(EOPNOTSUPP)`: the action is unknown to this kernel.
+pub(crate) fn seccomp_action_available(action: u32) -> Result<(), i32> {
+    // SAFETY: `action` lives for the call; GET_ACTION_AVAIL only reads it and installs nothing.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL,
+            0u32,
+            std::ptr::from_ref(&action),
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(errno()) }
+}
+
+/// `PR_GET_NO_NEW_PRIVS`: whether the flag is set on this process, or the errno (`EINVAL` on a
+/// kernel without it).
+pub(crate) fn no_new_privs() -> Result<bool, i32> {
+    // SAFETY: PR_GET_NO_NEW_PRIVS only reads a flag of the calling thread.
+    let rc = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
+    if rc < 0 { Err(errno()) } else { Ok(rc == 1) }
+}
+
+/// Whether the kernel knows `mount_setattr` (the system call that makes idmapped mounts): it is
+/// called with an attribute size of 0, which a kernel that has it rejects with `EINVAL` before
+/// looking at anything else; a kernel without it answers `ENOSYS`.
+pub(crate) fn mount_setattr_exists() -> bool {
+    // SAFETY: a null attribute with size 0 is rejected before the kernel resolves the path or
+    // touches any mount.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            -1i32,
+            c"".as_ptr(),
+            0u32,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+        )
+    };
+    !(rc < 0 && errno() == libc::ENOSYS)
+}
+
+/// The effective user id of this process.
+pub(crate) fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether this process may write to `path` with its effective ids (`faccessat(AT_EACCESS)`).
+pub(crate) fn writable(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `path` is a valid NUL-terminated string for the duration of the call.
+    unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
+
+/// Sends SIGKILL to `pid` (a process left in a stale cgroup of a dead cordon run); errors, such as
+/// the process having exited already, are ignored.
+pub(crate) fn kill_process(pid: i32) {
+    if pid <= 0 {
+        return;
+    }
+    // SAFETY: kill has no memory-safety preconditions; pid > 0 addresses exactly one process.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Start-up benchmark (DESIGN §9, issue "caps, doctor, speed"): runs `/bin/true` bare, under
+# `bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp`,
+# through `cordon exec --`, and in a warm session through the library, CORDON_BENCH_RUNS times each
+# (default 200), as root and as uid 65534, and prints medians and ratios
+# (crates/sandbox/benches/startup.rs does the timing).
+#
+#   bash bench/sandbox-startup.sh            # from the workspace root, as root for both users
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CORDON_BENCH_RUNS="${CORDON_BENCH_RUNS:-200}"
+user=65534
+
+if ! command -v bwrap >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "installing bubblewrap (the peer this benchmark compares with)" >&2
+        apt-get install -y bubblewrap >/dev/null || { apt-get update >/dev/null && apt-get install -y bubblewrap >/dev/null; }
+    else
+        echo "cordon: bwrap is missing; install bubblewrap (e.g. \`sudo apt-get install bubblewrap\`)" >&2
+        exit 2
+    fi
+fi
+
+cargo build --release --locked -p cordon-cli
+bench=$(
+    cargo bench --locked -p cordon-sandbox --bench startup --no-run --message-format=json 2>/dev/null \
+        | grep '"reason":"compiler-artifact"' \
+        | grep -o '"executable":"[^"]*startup[^"]*"' \
+        | sed -e 's/^"executable":"//' -e 's/"$//' \
+        | tail -n 1
+)
+if [ -z "$bench" ]; then
+    echo "cordon: the startup benchmark did not build (\`cargo bench -p cordon-sandbox --no-run\`)" >&2
+    exit 1
+fi
+
+echo "== as root"
+CORDON_BIN="$PWD/target/release/cordon" CORDON_BENCH_INIT="$PWD/target/release/cordon-sandbox-init" \
+    "$bench"
+
+if [ "$(id -u)" = 0 ]; then
+    # The user needs copies it can reach, and a home and workspace of its own.
+    dir=$(mktemp -d /tmp/cordon-bench.XXXXXX)
+    home=$(mktemp -d /tmp/cordon-bench-home.XXXXXX)
+    trap 'rm -rf "$dir" "$home"' EXIT
+    cp "$bench" "$dir/startup"
+    cp target/release/cordon target/release/cordon-sandbox-init "$dir/"
+    chmod 755 "$dir" && chmod -R a+rX "$dir"
+    chown "$user:$user" "$home"
+    echo
+    echo "== as uid $user"
+    (cd "$dir" && setpriv --reuid "$user" --regid "$user" --clear-groups \
+        env HOME="$home" TMPDIR=/tmp PATH="$PATH" CORDON_BENCH_RUNS="$CORDON_BENCH_RUNS" \
+        CORDON_BIN="$dir/cordon" CORDON_BENCH_INIT="$dir/cordon-sandbox-init" ./startup)
+fi
