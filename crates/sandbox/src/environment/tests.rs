@@ -1,0 +1,159 @@
+//! The scrubbed environment as tables: input in, the complete environment out.
+
+use std::ffi::{OsStr, OsString};
+
+use super::{AssignmentError, EnvInput, LANE_ADDR, PROXY_ADDR, build, parse_assignment};
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+    list.iter()
+        .map(|(key, value)| (OsString::from(key), OsString::from(value)))
+        .collect()
+}
+
+fn input(host: &[(&str, &str)], declared: &[(&str, &str)]) -> EnvInput {
+    EnvInput {
+        host: pairs(host),
+        home: "/home/ada".into(),
+        user: "ada".into(),
+        proxy: None,
+        model_lane: None,
+        declared: pairs(declared),
+    }
+}
+
+/// Builds the environment and compares it, whole and in order, with `expected`.
+fn check(input: EnvInput, expected: &[(&str, &str)]) {
+    assert_eq!(build(&input), pairs(expected));
+}
+
+const BASE: [(&str, &str); 4] = [
+    ("HOME", "/home/ada"),
+    ("LOGNAME", "ada"),
+    (
+        "PATH",
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    ),
+    ("USER", "ada"),
+];
+
+#[test]
+fn host_environment_is_not_inherited_except_lang_and_term() {
+    let host = [
+        ("AWS_SECRET_ACCESS_KEY", "hunter2hunter2"),
+        ("SSH_AUTH_SOCK", "/run/user/1000/ssh"),
+        ("LD_PRELOAD", "/tmp/evil.so"),
+        ("PATH", "/home/ada/bin:/usr/bin"),
+        ("HOME", "/root"),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "xterm-256color"),
+        ("LC_ALL", "C"),
+    ];
+    let mut expected = BASE.to_vec();
+    expected.extend([("LANG", "C.UTF-8"), ("TERM", "xterm-256color")]);
+    expected.sort();
+    check(input(&host, &[]), &expected);
+}
+
+#[test]
+fn minimal_environment_has_path_home_user_and_logname() {
+    check(input(&[], &[]), &BASE);
+}
+
+#[test]
+fn proxy_variables_appear_only_with_a_proxy() {
+    let mut with_proxy = input(&[], &[]);
+    with_proxy.proxy = Some(PROXY_ADDR);
+    let proxy = "http://127.0.0.1:3128";
+    let no_proxy = "localhost,127.0.0.1,::1";
+    check(
+        with_proxy,
+        &[
+            ("ALL_PROXY", proxy),
+            ("HOME", "/home/ada"),
+            ("HTTPS_PROXY", proxy),
+            ("HTTP_PROXY", proxy),
+            ("LOGNAME", "ada"),
+            ("NO_PROXY", no_proxy),
+            ("PATH", BASE[2].1),
+            ("USER", "ada"),
+            ("all_proxy", proxy),
+            ("http_proxy", proxy),
+            ("https_proxy", proxy),
+            ("no_proxy", no_proxy),
+        ],
+    );
+}
+
+#[test]
+fn model_lane_variables_point_at_the_lane_with_a_dummy_key() {
+    let mut with_lane = input(&[], &[]);
+    with_lane.model_lane = Some(LANE_ADDR);
+    check(
+        with_lane,
+        &[
+            ("ANTHROPIC_API_KEY", "cordon-lane-dummy"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:3129"),
+            ("HOME", "/home/ada"),
+            ("LOGNAME", "ada"),
+            ("OPENAI_API_KEY", "cordon-lane-dummy"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:3129/v1"),
+            ("PATH", BASE[2].1),
+            ("USER", "ada"),
+        ],
+    );
+}
+
+#[test]
+fn declared_variables_are_added_and_override_defaults() {
+    check(
+        input(
+            &[("LANG", "C")],
+            &[
+                ("PATH", "/opt/bin:/usr/bin"),
+                ("GH_TOKEN", "secret-value"),
+                ("LANG", "de_DE.UTF-8"),
+            ],
+        ),
+        &[
+            ("GH_TOKEN", "secret-value"),
+            ("HOME", "/home/ada"),
+            ("LANG", "de_DE.UTF-8"),
+            ("LOGNAME", "ada"),
+            ("PATH", "/opt/bin:/usr/bin"),
+            ("USER", "ada"),
+        ],
+    );
+}
+
+/// `-e` text and what it parses to.
+type AssignmentCase = (
+    &'static str,
+    Result<(&'static str, &'static str), AssignmentError>,
+);
+
+#[test]
+fn assignments_parse_or_say_how_to_fix_them() {
+    let cases: &[AssignmentCase] = &[
+        ("RUST_LOG=debug", Ok(("RUST_LOG", "debug"))),
+        ("EMPTY=", Ok(("EMPTY", ""))),
+        ("URL=a=b", Ok(("URL", "a=b"))),
+        ("_X1=y", Ok(("_X1", "y"))),
+        ("NOVALUE", Err(AssignmentError::NoEquals("NOVALUE".into()))),
+        ("=value", Err(AssignmentError::BadName(String::new()))),
+        ("1X=y", Err(AssignmentError::BadName("1X".into()))),
+        ("A-B=y", Err(AssignmentError::BadName("A-B".into()))),
+        ("A=x\0y", Err(AssignmentError::NulInValue("A".into()))),
+    ];
+    for (text, expected) in cases {
+        let got = parse_assignment(OsStr::new(text));
+        let expected = match expected {
+            Ok((key, value)) => Ok((OsString::from(key), OsString::from(value))),
+            Err(error) => Err(error.clone()),
+        };
+        assert_eq!(got, expected, "{text:?}");
+    }
+    assert_eq!(
+        AssignmentError::NoEquals("NOVALUE".into()).to_string(),
+        "`NOVALUE` is not KEY=VALUE; write it as NAME=value, for example `RUST_LOG=debug`"
+    );
+}

@@ -1,0 +1,453 @@
+//! The filter as data (through the interpreter) and once for real in a child process.
+
+use super::bpf::{JEQ_K, JSET_K, LD_W_ABS, RET_K};
+use super::policy::{
+    ALLOWED_FAMILIES, CLONE_NEW_FLAGS, COMPAT_ARCH, NATIVE_ARCH, REFUSED, SYS_CLONE3,
+    X32_SYSCALL_BIT,
+};
+use super::{Action, program};
+
+const EPERM: Action = Action::Errno(libc::EPERM as u16);
+const ENOSYS: Action = Action::Errno(libc::ENOSYS as u16);
+
+fn sys(number: libc::c_long) -> u32 {
+    number as u32
+}
+
+/// An ioctl request as the `u64` argument the filter sees.
+#[allow(
+    clippy::unnecessary_cast,
+    reason = "`libc::Ioctl` is c_ulong on glibc but c_int on musl"
+)]
+fn ioctl(request: libc::Ioctl) -> u64 {
+    request as u64
+}
+
+/// One case: a description, the arch, the call number, its arguments and the expected action.
+type Case = (&'static str, u32, u32, [u64; 6], Action);
+
+fn check(cases: &[Case]) {
+    let program = program();
+    for (what, arch, nr, args, expected) in cases {
+        assert_eq!(program.evaluate(*arch, *nr, *args), *expected, "{what}");
+    }
+}
+
+fn native(what: &'static str, nr: libc::c_long, args: [u64; 6], expected: Action) -> Case {
+    (what, NATIVE_ARCH, sys(nr), args, expected)
+}
+
+fn args(first: &[u64]) -> [u64; 6] {
+    let mut all = [0u64; 6];
+    all[..first.len()].copy_from_slice(first);
+    all
+}
+
+#[test]
+fn every_refused_call_is_refused_with_eperm_whatever_its_arguments() {
+    for &(name, nr) in REFUSED {
+        for arguments in [[0; 6], [u64::MAX; 6], args(&[libc::CLONE_NEWUSER as u64])] {
+            assert_eq!(
+                program().evaluate(NATIVE_ARCH, nr, arguments),
+                EPERM,
+                "{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn common_calls_are_allowed() {
+    let thread_flags = (libc::CLONE_VM
+        | libc::CLONE_FS
+        | libc::CLONE_FILES
+        | libc::CLONE_SIGHAND
+        | libc::CLONE_THREAD
+        | libc::CLONE_SYSVSEM
+        | libc::CLONE_SETTLS
+        | libc::CLONE_PARENT_SETTID
+        | libc::CLONE_CHILD_CLEARTID) as u64;
+    let fork_flags = (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD) as u64;
+    let stream = libc::SOCK_STREAM as u64;
+    check(&[
+        native(
+            "read",
+            libc::SYS_read,
+            args(&[0, 0x1000, 10]),
+            Action::Allow,
+        ),
+        native(
+            "write",
+            libc::SYS_write,
+            args(&[1, 0x1000, 10]),
+            Action::Allow,
+        ),
+        native(
+            "openat",
+            libc::SYS_openat,
+            args(&[u64::MAX - 99, 0x1000]),
+            Action::Allow,
+        ),
+        native("execve", libc::SYS_execve, [0; 6], Action::Allow),
+        native("mmap", libc::SYS_mmap, [0; 6], Action::Allow),
+        native(
+            "clone for a thread",
+            libc::SYS_clone,
+            args(&[thread_flags]),
+            Action::Allow,
+        ),
+        native(
+            "clone for fork",
+            libc::SYS_clone,
+            args(&[fork_flags]),
+            Action::Allow,
+        ),
+        native(
+            "socket(AF_INET)",
+            libc::SYS_socket,
+            args(&[libc::AF_INET as u64, stream]),
+            Action::Allow,
+        ),
+        native(
+            "socket(AF_INET6)",
+            libc::SYS_socket,
+            args(&[libc::AF_INET6 as u64, stream]),
+            Action::Allow,
+        ),
+        native(
+            "socket(AF_UNIX)",
+            libc::SYS_socket,
+            args(&[libc::AF_UNIX as u64, stream]),
+            Action::Allow,
+        ),
+        native(
+            "socket(AF_NETLINK, NETLINK_ROUTE)",
+            libc::SYS_socket,
+            args(&[
+                libc::AF_NETLINK as u64,
+                libc::SOCK_RAW as u64,
+                libc::NETLINK_ROUTE as u64,
+            ]),
+            Action::Allow,
+        ),
+        native(
+            "socketpair(AF_UNIX)",
+            libc::SYS_socketpair,
+            args(&[libc::AF_UNIX as u64, stream]),
+            Action::Allow,
+        ),
+        native(
+            "ioctl(TCGETS)",
+            libc::SYS_ioctl,
+            args(&[0, ioctl(libc::TCGETS)]),
+            Action::Allow,
+        ),
+        native(
+            "ioctl(FIONREAD)",
+            libc::SYS_ioctl,
+            args(&[0, ioctl(libc::FIONREAD)]),
+            Action::Allow,
+        ),
+        native(
+            "personality query",
+            libc::SYS_personality,
+            args(&[0xffff_ffff]),
+            Action::Allow,
+        ),
+        native(
+            "personality(PER_LINUX)",
+            libc::SYS_personality,
+            args(&[0]),
+            Action::Allow,
+        ),
+        native(
+            "seccomp (only ever tightens)",
+            libc::SYS_seccomp,
+            [0; 6],
+            Action::Allow,
+        ),
+        native(
+            "landlock_create_ruleset",
+            libc::SYS_landlock_create_ruleset,
+            [0; 6],
+            Action::Allow,
+        ),
+        native("wait4", libc::SYS_wait4, [0; 6], Action::Allow),
+        native("getpid", libc::SYS_getpid, [0; 6], Action::Allow),
+    ]);
+}
+
+#[test]
+fn clone_with_any_namespace_flag_is_refused() {
+    for flag in [
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWCGROUP,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWNET,
+    ] {
+        let flags = (flag | libc::SIGCHLD) as u64;
+        assert_eq!(
+            program().evaluate(NATIVE_ARCH, sys(libc::SYS_clone), args(&[flags])),
+            EPERM,
+            "{flag:#x}"
+        );
+        assert_ne!(CLONE_NEW_FLAGS & flag as u32, 0);
+    }
+}
+
+#[test]
+fn clone3_fails_with_enosys_so_libc_falls_back_to_clone() {
+    check(&[
+        (
+            "clone3 without flags",
+            NATIVE_ARCH,
+            SYS_CLONE3,
+            [0; 6],
+            ENOSYS,
+        ),
+        (
+            "clone3 with a struct",
+            NATIVE_ARCH,
+            SYS_CLONE3,
+            args(&[0x7fff_0000, 88]),
+            ENOSYS,
+        ),
+    ]);
+}
+
+#[test]
+fn foreign_abis_kill_the_process() {
+    let mut cases = vec![
+        ("compat read", COMPAT_ARCH, 3, [0; 6], Action::KillProcess),
+        ("compat nr 0", COMPAT_ARCH, 0, [0; 6], Action::KillProcess),
+        (
+            "unknown arch",
+            0x1234_5678,
+            sys(libc::SYS_read),
+            [0; 6],
+            Action::KillProcess,
+        ),
+    ];
+    if cfg!(target_arch = "x86_64") {
+        cases.extend([
+            (
+                "x32 read",
+                NATIVE_ARCH,
+                X32_SYSCALL_BIT,
+                [0; 6],
+                Action::KillProcess,
+            ),
+            (
+                "x32 socket",
+                NATIVE_ARCH,
+                X32_SYSCALL_BIT | 41,
+                [0; 6],
+                Action::KillProcess,
+            ),
+            (
+                "syscall(-1)",
+                NATIVE_ARCH,
+                u32::MAX,
+                [0; 6],
+                Action::KillProcess,
+            ),
+        ]);
+    }
+    check(&cases);
+}
+
+#[test]
+fn terminal_injection_ioctls_are_refused_even_with_high_bits_set() {
+    let tiocsti = ioctl(libc::TIOCSTI);
+    let tioclinux = ioctl(libc::TIOCLINUX);
+    check(&[
+        native("TIOCSTI", libc::SYS_ioctl, args(&[0, tiocsti]), EPERM),
+        native(
+            "TIOCSTI with high bits",
+            libc::SYS_ioctl,
+            args(&[0, 0xffff_ffff_0000_0000 | tiocsti]),
+            EPERM,
+        ),
+        native("TIOCLINUX", libc::SYS_ioctl, args(&[0, tioclinux]), EPERM),
+        native(
+            "TIOCLINUX with high bits",
+            libc::SYS_ioctl,
+            args(&[0, 1 << 32 | tioclinux]),
+            EPERM,
+        ),
+    ]);
+}
+
+#[test]
+fn personality_changes_are_refused() {
+    check(&[
+        native(
+            "ADDR_NO_RANDOMIZE",
+            libc::SYS_personality,
+            args(&[0x0004_0000]),
+            EPERM,
+        ),
+        native(
+            "READ_IMPLIES_EXEC",
+            libc::SYS_personality,
+            args(&[0x0040_0000]),
+            EPERM,
+        ),
+        native("PER_LINUX32", libc::SYS_personality, args(&[0x0008]), EPERM),
+        native(
+            "PER_LINUX with high bits",
+            libc::SYS_personality,
+            args(&[1 << 32]),
+            Action::Allow,
+        ),
+    ]);
+}
+
+#[test]
+fn socket_families_outside_the_allowlist_are_refused() {
+    let netlink = libc::AF_NETLINK as u64;
+    check(&[
+        native(
+            "AF_PACKET",
+            libc::SYS_socket,
+            args(&[libc::AF_PACKET as u64, 3]),
+            EPERM,
+        ),
+        native(
+            "AF_ALG",
+            libc::SYS_socket,
+            args(&[libc::AF_ALG as u64, 5]),
+            EPERM,
+        ),
+        native(
+            "AF_VSOCK",
+            libc::SYS_socket,
+            args(&[libc::AF_VSOCK as u64, 1]),
+            EPERM,
+        ),
+        native(
+            "AF_KEY",
+            libc::SYS_socket,
+            args(&[libc::AF_KEY as u64, 3]),
+            EPERM,
+        ),
+        native(
+            "AF_BLUETOOTH",
+            libc::SYS_socket,
+            args(&[libc::AF_BLUETOOTH as u64, 3]),
+            EPERM,
+        ),
+        native(
+            "NETLINK_AUDIT",
+            libc::SYS_socket,
+            args(&[netlink, 3, libc::NETLINK_AUDIT as u64]),
+            EPERM,
+        ),
+        native(
+            "NETLINK_KOBJECT_UEVENT",
+            libc::SYS_socket,
+            args(&[netlink, 3, libc::NETLINK_KOBJECT_UEVENT as u64]),
+            EPERM,
+        ),
+        native(
+            "NETLINK_SOCK_DIAG",
+            libc::SYS_socket,
+            args(&[netlink, 3, libc::NETLINK_SOCK_DIAG as u64]),
+            EPERM,
+        ),
+        native(
+            "AF_PACKET with high bits",
+            libc::SYS_socket,
+            args(&[1 << 32 | libc::AF_PACKET as u64]),
+            EPERM,
+        ),
+        native(
+            "AF_INET with high bits (the kernel reads an int)",
+            libc::SYS_socket,
+            args(&[1 << 32 | libc::AF_INET as u64]),
+            Action::Allow,
+        ),
+        native(
+            "socketpair(AF_INET)",
+            libc::SYS_socketpair,
+            args(&[libc::AF_INET as u64, 1]),
+            EPERM,
+        ),
+        native(
+            "socketpair(AF_TIPC)",
+            libc::SYS_socketpair,
+            args(&[libc::AF_TIPC as u64, 5]),
+            EPERM,
+        ),
+    ]);
+    assert!(
+        !ALLOWED_FAMILIES.contains(&(libc::AF_NETLINK as u32)),
+        "netlink is allowed only per protocol"
+    );
+}
+
+#[test]
+fn compiled_program_is_well_formed() {
+    let instructions = program().instructions();
+    assert!(instructions.len() < 4096, "BPF_MAXINSNS");
+    for (at, insn) in instructions.iter().enumerate() {
+        match insn.code {
+            LD_W_ABS => assert!(insn.k < 64 && insn.k.is_multiple_of(4), "load at {at}"),
+            JEQ_K | JSET_K => {
+                let furthest = at + 1 + usize::from(insn.jt.max(insn.jf));
+                assert!(
+                    furthest < instructions.len(),
+                    "jump at {at} leaves the program"
+                );
+            }
+            RET_K => {}
+            code => panic!("unexpected opcode {code:#x} at {at}"),
+        }
+    }
+    assert_eq!(instructions.last().map(|insn| insn.code), Some(RET_K));
+}
+
+/// The environment variable that turns the test binary, re-executed, into the child below.
+const CHILD: &str = "CORDON_SECCOMP_TEST_CHILD";
+const TEST_NAME: &str = "seccomp::tests::installed_filter_refuses_a_nested_user_namespace";
+
+#[test]
+fn installed_filter_refuses_a_nested_user_namespace() {
+    if let Some(mode) = std::env::var_os(CHILD) {
+        // Child: optionally seal this process, then become `unshare --user /bin/true`.
+        use std::os::unix::process::CommandExt;
+        if mode == "filtered" {
+            program().install().expect("install the filter");
+        }
+        let error = std::process::Command::new("unshare")
+            .args(["--user", "/bin/true"])
+            .exec();
+        panic!("cannot execute unshare: {error}");
+    }
+    let run = |mode: &str| {
+        std::process::Command::new(std::env::current_exe().expect("test binary path"))
+            .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+            .env(CHILD, mode)
+            .output()
+            .expect("run the test binary as a child")
+    };
+    let control = run("control");
+    assert!(
+        control.status.success(),
+        "control: unshare --user must work without the filter: {}",
+        String::from_utf8_lossy(&control.stderr)
+    );
+    let filtered = run("filtered");
+    let stderr = String::from_utf8_lossy(&filtered.stderr);
+    assert!(
+        !filtered.status.success(),
+        "unshare --user succeeded under the filter"
+    );
+    assert!(
+        stderr.contains("unshare failed: Operation not permitted"),
+        "unexpected failure: {stderr}"
+    );
+}
