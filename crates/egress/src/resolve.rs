@@ -170,6 +170,15 @@ impl Drop for InFlight {
     }
 }
 
+/// The name handed to the system resolver: always fully qualified (a trailing dot), so the
+/// `search` domains of `resolv.conf` never apply. Without the dot, an allowed `db` could be
+/// answered as `db.corp.example` — a name the decision never saw and an operator deny may cover.
+/// The price: `/etc/hosts` entries (matched without the dot) are not consulted; give such names
+/// to the proxy with `--resolve` or the operator policy's `[resolve]` table.
+fn query_name(name: &HostName) -> String {
+    format!("{}.", name.as_str())
+}
+
 impl Resolver for SystemResolver {
     fn resolve(&self, name: &HostName) -> Result<Vec<IpAddr>, ResolveError> {
         // `HostName::parse` already refuses numeric names; this is the second lock on the door,
@@ -183,7 +192,7 @@ impl Resolver for SystemResolver {
         }
         let guard = InFlight(Arc::clone(&self.in_flight));
         let (sender, receiver) = mpsc::sync_channel(1);
-        let host = name.as_str().to_owned();
+        let host = query_name(name);
         let spawned = thread::Builder::new()
             .name("cordon-resolve".into())
             .spawn(move || {
@@ -230,6 +239,13 @@ impl Resolver for SystemResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_system_resolver_asks_for_the_fully_qualified_name_so_search_domains_never_apply() {
+        for (text, query) in [("db", "db."), ("api.example.com", "api.example.com.")] {
+            assert_eq!(query_name(&HostName::parse(text).unwrap()), query);
+        }
+    }
 
     /// `HostName::parse` never yields a numeric name, so the boundary check is only reachable by
     /// building one inside the crate.

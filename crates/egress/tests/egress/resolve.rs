@@ -95,12 +95,3 @@ fn the_static_table_answers_before_its_fallback() {
     );
     assert!(chain.resolve(&name("c.example")).is_err());
 }
-
-#[test]
-fn the_system_resolver_answers_localhost_from_the_hosts_file() {
-    let answer = SystemResolver::new(Duration::from_secs(10), 4)
-        .resolve(&name("localhost"))
-        .unwrap();
-    assert!(answer.iter().all(|ip| ip.is_loopback()), "{answer:?}");
-    assert!(!answer.is_empty());
-}
