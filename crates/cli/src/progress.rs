@@ -1,0 +1,308 @@
+//! The terminal's view of a run (DESIGN §8): on a terminal, one live line per step (status,
+//! attempt, elapsed time, a spinner while it runs), redrawn in place; otherwise — stderr not a
+//! terminal, or `NO_COLOR` set — plain lines as steps start and finish. A summary table follows
+//! at the end. With `--json` it prints nothing (the events go to stdout instead).
+//!
+//! The state is `cordon_web::RunView`, the same fold the run page reads.
+
+use std::io::{IsTerminal as _, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cordon_protocol::{Event, Record, RunId};
+use cordon_web::{Graph, RunView, StepStatus, StepView};
+
+/// How the view prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Redrawn lines with colours and a spinner.
+    Live,
+    /// One line per change, no escape sequences.
+    Plain,
+    /// Nothing (`--json`).
+    Quiet,
+}
+
+impl Mode {
+    /// `Quiet` with `--json`; `Live` when stderr is a terminal, `NO_COLOR` is unset or empty and
+    /// `TERM` is not `dumb`; `Plain` otherwise.
+    pub fn detect(json: bool) -> Mode {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+        match (json, std::io::stderr().is_terminal() && !no_color && !dumb) {
+            (true, _) => Mode::Quiet,
+            (false, true) => Mode::Live,
+            (false, false) => Mode::Plain,
+        }
+    }
+}
+
+/// Spinner frames, one per tick.
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+const TICK: Duration = Duration::from_millis(100);
+
+struct Inner {
+    view: RunView,
+    /// Lines of the live block currently on screen.
+    drawn: usize,
+    frame: usize,
+    /// Nothing is drawn before [`Progress::show`] (the `run` and `ui` lines come first).
+    visible: bool,
+    done: bool,
+}
+
+/// The progress view of one run. On resume, fold the earlier events in with
+/// [`Progress::catch_up`]; call [`Progress::show`] once the `run` (and `ui`) lines are printed;
+/// feed it every appended record ([`Progress::record`]); end with [`Progress::finish`].
+pub struct Progress {
+    mode: Mode,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Progress {
+    /// A view of `run` whose steps are `graph`'s (all shown `pending` until they start).
+    pub fn new(run: RunId, pipeline: &str, graph: Graph, mode: Mode) -> Progress {
+        let mut view = RunView::new(run, pipeline, Some(graph));
+        // This process holds the run while it shows it.
+        view.set_held(true);
+        let inner = Arc::new(Mutex::new(Inner {
+            view,
+            drawn: 0,
+            frame: 0,
+            visible: false,
+            done: false,
+        }));
+        if mode == Mode::Live {
+            let ticker = Arc::clone(&inner);
+            // Redraws the spinner and elapsed times between events; ends with `finish`.
+            let _ = std::thread::Builder::new()
+                .name("cordon-progress".to_owned())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(TICK);
+                        let mut inner = ticker.lock().unwrap_or_else(PoisonError::into_inner);
+                        if inner.done {
+                            break;
+                        }
+                        inner.frame = inner.frame.wrapping_add(1);
+                        redraw(&mut inner);
+                    }
+                });
+        }
+        Progress { mode, inner }
+    }
+
+    /// Folds records appended before this process took the run over (resume), printing nothing.
+    pub fn catch_up(&self, records: &[Record]) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        for record in records {
+            inner.view.apply(record);
+        }
+    }
+
+    /// Starts drawing (the live block appears below what was printed so far).
+    pub fn show(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.visible = true;
+        if self.mode == Mode::Live {
+            redraw(&mut inner);
+        }
+    }
+
+    pub fn record(&self, record: &Record) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.view.apply(record);
+        if !inner.visible {
+            return;
+        }
+        match self.mode {
+            Mode::Quiet => {}
+            Mode::Live => redraw(&mut inner),
+            Mode::Plain => {
+                if let Some(line) = plain_line(&inner.view, record) {
+                    let _ = writeln!(std::io::stderr().lock(), "{line}");
+                }
+            }
+        }
+    }
+
+    /// Stops the live block and prints the summary table.
+    pub fn finish(self) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.done = true;
+        if self.mode == Mode::Quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if self.mode == Mode::Live && inner.drawn > 0 {
+            let _ = write!(err, "\x1b[{}A\r\x1b[J", inner.drawn);
+            inner.drawn = 0;
+        }
+        let _ = write!(err, "{}", summary(&inner.view, now_millis()));
+        let _ = err.flush();
+    }
+}
+
+fn redraw(inner: &mut Inner) {
+    if inner.done || !inner.visible {
+        return;
+    }
+    let lines = live_lines(&inner.view, now_millis(), inner.frame);
+    let mut err = std::io::stderr().lock();
+    let mut text = String::new();
+    if inner.drawn > 0 {
+        text.push_str(&format!("\x1b[{}A", inner.drawn));
+    }
+    for line in &lines {
+        text.push_str("\r\x1b[2K");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str("\x1b[J");
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+    inner.drawn = lines.len();
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// `1.2s`, `42.0s`, `3m07s`, `1h02m`.
+fn duration(millis: u64) -> String {
+    let secs = millis / 1000;
+    match secs {
+        0..60 => format!("{}.{}s", secs, millis % 1000 / 100),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, secs / 60 % 60),
+    }
+}
+
+fn elapsed(step: &StepView, now: u64) -> Option<u64> {
+    let started = step.started?.unix_millis();
+    let end = step.finished.map_or(now, |t| t.unix_millis());
+    Some(end.saturating_sub(started))
+}
+
+fn name_width(view: &RunView) -> usize {
+    view.steps()
+        .iter()
+        .map(|s| s.name.as_str().len())
+        .max()
+        .unwrap_or(4)
+        .max(4)
+}
+
+/// The live block: one coloured line per step.
+fn live_lines(view: &RunView, now: u64, frame: usize) -> Vec<String> {
+    let width = name_width(view);
+    view.steps()
+        .iter()
+        .map(|step| {
+            let status = step.status(view.held);
+            let (icon, colour) = match status {
+                StepStatus::Pending => ("·", "2"),
+                StepStatus::Running => (SPINNER[frame % SPINNER.len()], "34"),
+                StepStatus::Passed => ("✓", "32"),
+                StepStatus::Failed => ("✗", "31"),
+            };
+            let mut line = format!(
+                "\x1b[{colour}m{icon}\x1b[0m {:<width$}  \x1b[{colour}m{:<7}\x1b[0m",
+                step.name.as_str(),
+                status.as_str()
+            );
+            if let Some(attempt) = step.attempt {
+                line.push_str(&format!("  attempt {attempt}"));
+            }
+            if let Some(ms) = elapsed(step, now).filter(|_| status != StepStatus::Pending) {
+                line.push_str(&format!("  {}", duration(ms)));
+            }
+            if let (StepStatus::Failed, Some(reason)) = (status, &step.reason) {
+                line.push_str(&format!("  \x1b[2m{}\x1b[0m", first_line(reason)));
+            }
+            line
+        })
+        .collect()
+}
+
+/// The plain line for a record that changes what a person should know, if any.
+fn plain_line(view: &RunView, record: &Record) -> Option<String> {
+    let step = record
+        .step
+        .as_ref()
+        .and_then(|name| view.steps().iter().find(|s| &s.name == name));
+    let width = name_width(view);
+    match (&record.event, step) {
+        (Event::StepStarted { attempt }, Some(step)) => Some(format!(
+            "{:<width$}  running  attempt {attempt}",
+            step.name.as_str()
+        )),
+        (Event::StepFinished { attempt, .. }, Some(step)) => {
+            let status = step.status(view.held);
+            let mut line = format!(
+                "{:<width$}  {:<7}  attempt {attempt}",
+                step.name.as_str(),
+                status.as_str()
+            );
+            if let Some(ms) = elapsed(step, record.ts.unix_millis()) {
+                line.push_str(&format!("  {}", duration(ms)));
+            }
+            if let Some(reason) = &step.reason {
+                line.push_str(&format!("  {}", first_line(reason)));
+            }
+            Some(line)
+        }
+        (Event::AttemptRetry { attempt, .. }, _) => Some(format!("retry: attempt {attempt}")),
+        _ => None,
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+/// The table printed when the run ends (or stops).
+fn summary(view: &RunView, now: u64) -> String {
+    let width = name_width(view);
+    let mut out = format!(
+        "{:<width$}  {:<7}  {:>6}  {:>7}  {:>7}\n",
+        "step", "status", "starts", "attempt", "time"
+    );
+    for step in view.steps() {
+        let status = step.status(view.held);
+        let attempt = step
+            .attempt
+            .map_or_else(|| "-".to_owned(), |a| a.to_string());
+        let time = elapsed(step, now)
+            .filter(|_| status != StepStatus::Pending)
+            .map_or_else(|| "-".to_owned(), duration);
+        out.push_str(&format!(
+            "{:<width$}  {:<7}  {:>6}  {attempt:>7}  {time:>7}\n",
+            step.name.as_str(),
+            status.as_str(),
+            step.attempts
+        ));
+    }
+    let total = match (view.started, view.finished) {
+        (Some(start), Some(end)) => format!(
+            " in {}",
+            duration(end.unix_millis().saturating_sub(start.unix_millis()))
+        ),
+        _ => String::new(),
+    };
+    let ending = match (view.outcome, &view.reason) {
+        (Some(outcome), Some(reason)) => format!("{}: {}", outcome.as_str(), first_line(reason)),
+        (Some(outcome), None) => outcome.as_str().to_owned(),
+        (None, _) => format!("stopped; continue with `cordon run --resume {}`", view.id),
+    };
+    out.push_str(&format!(
+        "run {} {ending} (attempt {}{total})\n",
+        view.id, view.attempt
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests;

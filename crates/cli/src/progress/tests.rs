@@ -1,0 +1,233 @@
+//! The terminal view's lines and summary, as data.
+
+use cordon_protocol::event::{Outcome, OutputStream, Timestamp, Verdict};
+use cordon_protocol::{Attempt, Event, Record, RunId, StepName};
+use cordon_web::{Edge, Graph, GraphStep, RunView};
+
+use super::{duration, live_lines, plain_line, summary};
+
+const T0: u64 = 1_769_860_800_000;
+
+fn name(text: &str) -> StepName {
+    StepName::parse(text).expect("step name")
+}
+
+fn graph() -> Graph {
+    let step = |n: &str, pass: &str, fail: &str, retry: bool| GraphStep {
+        name: name(n),
+        kind: Some("command".to_owned()),
+        on_pass: Some(Edge {
+            to: pass.to_owned(),
+            retry: false,
+        }),
+        on_fail: Some(Edge {
+            to: fail.to_owned(),
+            retry,
+        }),
+    };
+    Graph {
+        steps: vec![
+            step("dev", "test", "failure", false),
+            step("test", "success", "dev", true),
+        ],
+        derived: false,
+    }
+}
+
+/// Records at T0 + `ms`.
+fn record(seq: u64, ms: u64, step: Option<&str>, event: Event) -> Record {
+    Record {
+        run: RunId::from_u128(1 << 90),
+        seq,
+        ts: Timestamp(T0 + ms),
+        step: step.map(name),
+        event,
+    }
+}
+
+fn history() -> Vec<Record> {
+    let two = Attempt::new(2).expect("attempt");
+    let finished = |attempt, verdict, reason: Option<&str>| Event::StepFinished {
+        attempt,
+        verdict,
+        exit_code: Some(i32::from(verdict == Verdict::Fail)),
+        reason: reason.map(str::to_owned),
+        diff: None,
+    };
+    vec![
+        record(
+            1,
+            0,
+            None,
+            Event::RunStarted {
+                pipeline: "fix".into(),
+                workspace: "/w".into(),
+                attempt: Attempt::FIRST,
+                max_attempts: 3,
+            },
+        ),
+        record(
+            2,
+            10,
+            Some("dev"),
+            Event::StepStarted {
+                attempt: Attempt::FIRST,
+            },
+        ),
+        record(
+            3,
+            500,
+            Some("dev"),
+            Event::StepOutput {
+                stream: OutputStream::Stdout,
+                text: "edit\n".into(),
+            },
+        ),
+        record(
+            4,
+            1_210,
+            Some("dev"),
+            finished(Attempt::FIRST, Verdict::Pass, None),
+        ),
+        record(
+            5,
+            1_300,
+            Some("test"),
+            Event::StepStarted {
+                attempt: Attempt::FIRST,
+            },
+        ),
+        record(
+            6,
+            4_400,
+            Some("test"),
+            finished(Attempt::FIRST, Verdict::Fail, Some("exit status 1\nmore")),
+        ),
+        record(
+            7,
+            4_410,
+            None,
+            Event::AttemptRetry {
+                attempt: two,
+                feedback: "x".into(),
+            },
+        ),
+        record(8, 4_420, Some("dev"), Event::StepStarted { attempt: two }),
+    ]
+}
+
+fn view(records: &[Record], held: bool) -> RunView {
+    let mut view = RunView::new(RunId::from_u128(1 << 90), "fix", Some(graph()));
+    view.set_held(held);
+    for r in records {
+        view.apply(r);
+    }
+    view
+}
+
+#[test]
+fn plain_lines_follow_starts_finishes_and_retries() {
+    let records = history();
+    let mut lines = Vec::new();
+    let mut v = view(&[], true);
+    for r in &records {
+        v.apply(r);
+        lines.extend(plain_line(&v, r));
+    }
+    insta::assert_snapshot!(lines.join("\n"), @r"
+    dev   running  attempt 1
+    dev   passed   attempt 1  1.2s
+    test  running  attempt 1
+    test  failed   attempt 1  3.1s  exit status 1
+    retry: attempt 2
+    dev   running  attempt 2
+    ");
+}
+
+#[test]
+fn live_lines_show_a_spinner_attempt_and_elapsed_time_for_running_steps() {
+    let v = view(&history(), true);
+    let lines = live_lines(&v, T0 + 70_420, 3)
+        .join("\n")
+        .replace('\x1b', "^");
+    insta::assert_snapshot!(lines, @r"
+    ^[34m⠸^[0m dev   ^[34mrunning^[0m  attempt 2  1m06s
+    ^[31m✗^[0m test  ^[31mfailed ^[0m  attempt 1  3.1s  ^[2mexit status 1^[0m
+    ");
+}
+
+#[test]
+fn the_summary_lists_every_step_and_the_ending() {
+    let mut records = history();
+    records.push(record(
+        9,
+        5_000,
+        Some("dev"),
+        Event::StepFinished {
+            attempt: Attempt::new(2).expect("2"),
+            verdict: Verdict::Pass,
+            exit_code: Some(0),
+            reason: None,
+            diff: None,
+        },
+    ));
+    records.push(record(
+        10,
+        5_100,
+        Some("test"),
+        Event::StepStarted {
+            attempt: Attempt::new(2).expect("2"),
+        },
+    ));
+    records.push(record(
+        11,
+        6_100,
+        Some("test"),
+        Event::StepFinished {
+            attempt: Attempt::new(2).expect("2"),
+            verdict: Verdict::Pass,
+            exit_code: Some(0),
+            reason: None,
+            diff: None,
+        },
+    ));
+    records.push(record(
+        12,
+        6_200,
+        None,
+        Event::RunFinished {
+            outcome: Outcome::Success,
+            reason: "test passed".into(),
+        },
+    ));
+    insta::assert_snapshot!(summary(&view(&records, true), T0 + 9_000), @r"
+    step  status   starts  attempt     time
+    dev   passed        2        2     0.5s
+    test  passed        2        2     1.0s
+    run 00000001000000000000000000 success: test passed (attempt 2 in 6.2s)
+    ");
+}
+
+#[test]
+fn an_interrupted_run_summary_shows_the_unfinished_step_pending_and_how_to_resume() {
+    insta::assert_snapshot!(summary(&view(&history(), false), T0 + 9_000), @r"
+    step  status   starts  attempt     time
+    dev   pending       2        2        -
+    test  failed        1        1     3.1s
+    run 00000001000000000000000000 stopped; continue with `cordon run --resume 00000001000000000000000000` (attempt 2)
+    ");
+}
+
+#[test]
+fn durations_read_naturally() {
+    for (ms, text) in [
+        (0, "0.0s"),
+        (1_250, "1.2s"),
+        (59_999, "59.9s"),
+        (60_000, "1m00s"),
+        (187_000, "3m07s"),
+        (3_720_000, "1h02m"),
+    ] {
+        assert_eq!(duration(ms), text, "{ms}");
+    }
+}

@@ -1,0 +1,455 @@
+// cordon run page. Renders the snapshot embedded in the page at once, then applies the run's
+// events from the stream (/api/runs/<id>/stream). The fold mirrors crates/web/src/view.rs.
+'use strict';
+(function () {
+  const snapshot = JSON.parse(document.getElementById('snapshot').textContent);
+  const view = snapshot.view;
+  const MAX_LINES = 400; // console.rs MAX_LINES
+  const LOG_ROWS = 2000;
+  const app = document.getElementById('app');
+
+  function el(tag, attrs, ...kids) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) node.setAttribute(k, v);
+    for (const kid of kids) if (kid !== null && kid !== undefined) node.append(kid);
+    return node;
+  }
+  function svg(tag, attrs) {
+    const node = document.createElementNS('http://www.w3.org/2000/svg', tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    return node;
+  }
+
+  // ---- model ---------------------------------------------------------------------------------
+  const steps = new Map(); // name -> step
+  function newStep(name) {
+    return { name, attempts: 0, attempt: null, open: false, verdict: null, reason: null, exit_code: null,
+      started: null, finished: null, lines: [], partial: '', omitted: 0, dirty: true };
+  }
+  function consoleFrom(step, text, omitted) {
+    const parts = text.split('\n');
+    step.partial = parts.pop();
+    step.lines = parts;
+    step.omitted = omitted;
+  }
+  for (const s of view.steps) {
+    const step = Object.assign(newStep(s.name), {
+      attempts: s.attempts, attempt: s.attempt, open: s.status === 'running' || (s.status === 'pending' && s.started && !s.finished),
+      verdict: s.verdict, reason: s.reason, exit_code: s.exit_code, started: s.started, finished: s.finished });
+    consoleFrom(step, s.console.text, s.console.omitted);
+    steps.set(s.name, step);
+  }
+  const graph = view.graph;
+  const routes = view.routes.slice();
+  const egress = new Map();
+  for (const row of view.egress) egress.set(egressKey(row.step, row.decision, row.target, row.reason), row);
+  function egressKey(step, decision, target, reason) { return JSON.stringify([step, decision, target, reason]); }
+  function target(a) { return a.host && a.port ? (a.host.includes(':') ? '[' + a.host + ']:' + a.port : a.host + ':' + a.port) : a.raw_target; }
+
+  function step(name) {
+    if (!steps.has(name)) {
+      steps.set(name, newStep(name));
+      if (graph.derived && !graph.steps.some((s) => s.name === name)) graph.steps.push({ name, kind: null, on_pass: null, on_fail: null });
+      layoutDirty = true;
+    }
+    return steps.get(name);
+  }
+  function statusOf(s) {
+    if (s.open) return view.held ? 'running' : 'pending';
+    if (s.verdict === 'pass') return 'passed';
+    if (s.verdict === 'fail') return 'failed';
+    return 'pending';
+  }
+  function runStatus() {
+    if (view.outcome) return view.outcome;
+    return view.held ? 'running' : 'interrupted';
+  }
+  function pushOutput(s, text) {
+    const parts = (s.partial + text).split('\n');
+    s.partial = parts.pop();
+    for (const line of parts) s.lines.push(line);
+    if (s.lines.length > MAX_LINES) {
+      const drop = s.lines.length - MAX_LINES;
+      s.lines.splice(0, drop);
+      s.omitted += drop;
+    }
+  }
+
+  let layoutDirty = true;
+  let graphDirty = true;
+  let egressDirty = true;
+  const newLog = [];
+
+  function apply(rec) {
+    if (rec.seq <= view.last_seq) return;
+    view.last_seq = rec.seq;
+    const d = rec.data || {};
+    switch (rec.type) {
+      case 'run.started': view.workspace = d.workspace; view.attempt = d.attempt; view.max_attempts = d.max_attempts; view.started = rec.ts; break;
+      case 'run.resumed': view.attempt = d.attempt; view.max_attempts = d.max_attempts; view.outcome = null; view.reason = null; view.finished = null; break;
+      case 'run.finished': view.outcome = d.outcome; view.reason = d.reason; view.finished = rec.ts; break;
+      case 'attempt.retry': view.attempt = d.attempt; break;
+      case 'step.started': {
+        const s = step(rec.step);
+        Object.assign(s, { attempts: s.attempts + 1, attempt: d.attempt, open: true, verdict: null, reason: null, exit_code: null,
+          started: rec.ts, finished: null, lines: [], partial: '', omitted: 0, dirty: true });
+        break;
+      }
+      case 'step.output': { const s = step(rec.step); pushOutput(s, d.text || ''); s.dirty = true; break; }
+      case 'step.finished': {
+        const s = step(rec.step);
+        Object.assign(s, { open: false, verdict: d.verdict, reason: d.reason || null, exit_code: d.exit_code ?? null, finished: rec.ts, dirty: true });
+        break;
+      }
+      case 'route': {
+        const from = step(d.from);
+        if (graph.derived) {
+          const node = graph.steps.find((g) => g.name === d.from);
+          if (!/^(success|failure)$/.test(d.to)) step(d.to);
+          if (node) node[from.verdict === 'fail' ? 'on_fail' : 'on_pass'] = { to: d.to, retry: d.retry };
+          layoutDirty = true;
+        }
+        const taken = routes.find((r) => r.from === d.from && r.to === d.to && r.retry === d.retry);
+        if (taken) taken.count += 1; else routes.push({ from: d.from, to: d.to, retry: d.retry, count: 1 });
+        break;
+      }
+      case 'egress.allow': case 'egress.deny': {
+        const st = rec.step || d.step || null;
+        const key = egressKey(st, d.decision, target(d), d.reason ?? null);
+        const row = egress.get(key) || { step: st, decision: d.decision, target: target(d), reason: d.reason ?? null, count: 0, bytes_up: 0, bytes_down: 0 };
+        row.count += 1;
+        egress.set(key, row);
+        egressDirty = true;
+        break;
+      }
+      case 'egress.close': {
+        const st = rec.step || d.step || null;
+        for (const row of egress.values()) {
+          if (row.step === st && row.target === target(d) && row.decision === 'allow') { row.bytes_up += d.bytes_up; row.bytes_down += d.bytes_down; break; }
+        }
+        egressDirty = true;
+        break;
+      }
+      default: break;
+    }
+    graphDirty = true;
+    newLog.push(rec);
+  }
+
+  // ---- ANSI colours ----------------------------------------------------------------------------
+  const ESC = /\x1b\[([0-9;]*)([A-Za-z])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b./g;
+  function xterm(n) {
+    if (n < 16) return null;
+    if (n >= 232) { const v = 8 + (n - 232) * 10; return `rgb(${v},${v},${v})`; }
+    const i = n - 16, c = [Math.floor(i / 36), Math.floor(i / 6) % 6, i % 6].map((x) => (x ? 55 + x * 40 : 0));
+    return `rgb(${c[0]},${c[1]},${c[2]})`;
+  }
+  function ansi(text, into) {
+    let sgr = { bold: false, dim: false, italic: false, underline: false, fg: null, bg: null, fgRgb: null, bgRgb: null };
+    let last = 0;
+    const emit = (chunk) => {
+      if (!chunk) return;
+      const plain = !sgr.bold && !sgr.dim && !sgr.italic && !sgr.underline && sgr.fg === null && sgr.bg === null && !sgr.fgRgb && !sgr.bgRgb;
+      if (plain) { into.append(chunk); return; }
+      const span = document.createElement('span');
+      const cls = [];
+      if (sgr.bold) cls.push('ansi-bold'); if (sgr.dim) cls.push('ansi-dim'); if (sgr.italic) cls.push('ansi-italic'); if (sgr.underline) cls.push('ansi-underline');
+      if (sgr.fg !== null) cls.push('ansi-fg-' + sgr.fg); if (sgr.bg !== null) cls.push('ansi-bg-' + sgr.bg);
+      span.className = cls.join(' ');
+      if (sgr.fgRgb) span.style.color = sgr.fgRgb;
+      if (sgr.bgRgb) span.style.background = sgr.bgRgb;
+      span.textContent = chunk;
+      into.append(span);
+    };
+    text.replace(ESC, (match, params, cmd, offset) => {
+      emit(text.slice(last, offset));
+      last = offset + match.length;
+      if (cmd !== 'm' || params === undefined) return '';
+      const p = params === '' ? [0] : params.split(';').map((x) => parseInt(x || '0', 10));
+      for (let i = 0; i < p.length; i++) {
+        const c = p[i];
+        if (c === 0) sgr = { bold: false, dim: false, italic: false, underline: false, fg: null, bg: null, fgRgb: null, bgRgb: null };
+        else if (c === 1) sgr.bold = true; else if (c === 2) sgr.dim = true; else if (c === 3) sgr.italic = true; else if (c === 4) sgr.underline = true;
+        else if (c === 22) { sgr.bold = false; sgr.dim = false; } else if (c === 23) sgr.italic = false; else if (c === 24) sgr.underline = false;
+        else if (c >= 30 && c <= 37) { sgr.fg = c - 30; sgr.fgRgb = null; } else if (c >= 90 && c <= 97) { sgr.fg = c - 82; sgr.fgRgb = null; }
+        else if (c >= 40 && c <= 47) { sgr.bg = c - 40; sgr.bgRgb = null; } else if (c >= 100 && c <= 107) { sgr.bg = (c - 100) % 8; sgr.bgRgb = null; }
+        else if (c === 39) { sgr.fg = null; sgr.fgRgb = null; } else if (c === 49) { sgr.bg = null; sgr.bgRgb = null; }
+        else if ((c === 38 || c === 48) && p[i + 1] === 5) {
+          const n = p[i + 2] ?? 0; const rgb = xterm(n);
+          if (c === 38) { sgr.fg = rgb ? null : n; sgr.fgRgb = rgb; } else { sgr.bg = rgb ? null : n % 8; sgr.bgRgb = rgb; }
+          i += 2;
+        } else if ((c === 38 || c === 48) && p[i + 1] === 2) {
+          const rgb = `rgb(${p[i + 2] ?? 0},${p[i + 3] ?? 0},${p[i + 4] ?? 0})`;
+          if (c === 38) { sgr.fg = null; sgr.fgRgb = rgb; } else { sgr.bg = null; sgr.bgRgb = rgb; }
+          i += 4;
+        }
+      }
+      return '';
+    });
+    emit(text.slice(last));
+  }
+  // A carriage return redraws its line: keep what was written last.
+  function crlines(text) { return text.split('\n').map((l) => { const i = l.lastIndexOf('\r', l.length - 2); return i >= 0 ? l.slice(i + 1) : l; }).join('\n'); }
+
+  // ---- rendering -------------------------------------------------------------------------------
+  const statusBadge = el('span', { id: 'run-status', class: 'badge' });
+  const attemptInfo = el('span', { class: 'meta' });
+  const banner = el('div', { class: 'banner', id: 'banner', hidden: '' });
+  const header = el('header', { class: 'top' }, el('h1', {}, el('a', { href: '/' }, 'cordon'), ' / ', view.pipeline), statusBadge,
+    el('span', { class: 'meta mono' }, view.id), attemptInfo);
+  const graphBox = el('div', { class: 'graph', id: 'graph' });
+  const outcome = el('div', { class: 'outcome', id: 'outcome' });
+  const consoles = el('div', { class: 'consoles', id: 'consoles' });
+  const egressBox = el('div', { id: 'egress' });
+  const filter = el('select', { id: 'log-filter' }, el('option', { value: '' }, 'all types'));
+  const logInfo = el('span', {});
+  const logBody = el('tbody', {});
+  const logTable = el('table', { class: 'log', id: 'log' }, el('thead', {}, el('tr', {}, ...['seq', 'time', 'type', 'step', 'data'].map((h) => el('th', {}, h)))), logBody);
+  app.replaceChildren(header, banner, el('main', {},
+    el('section', { class: 'panel' }, el('h2', {}, 'pipeline'), graphBox),
+    el('section', { class: 'panel' }, el('h2', {}, 'outcome'), outcome),
+    el('section', { class: 'panel' }, el('h2', {}, 'consoles'), consoles),
+    el('section', { class: 'panel' }, el('h2', {}, 'egress'), egressBox),
+    el('section', { class: 'panel' }, el('h2', {}, 'events'), el('div', { class: 'log-tools' }, el('label', {}, 'type ', filter), logInfo),
+      el('div', { class: 'log-wrap' }, logTable))));
+
+  function elapsed(s) {
+    if (!s.started) return '';
+    const start = Date.parse(s.started);
+    const end = s.finished ? Date.parse(s.finished) : (s.open && view.held ? Date.now() : null);
+    if (end === null) return '';
+    const secs = Math.max(0, (end - start) / 1000);
+    return secs < 60 ? secs.toFixed(1) + 's' : Math.floor(secs / 60) + 'm' + String(Math.floor(secs % 60)).padStart(2, '0') + 's';
+  }
+
+  const NODE_W = 150, NODE_H = 80, GAP = 64, TERM_W = 90, TERM_H = 40;
+  let nodes = new Map();
+  function renderGraph() {
+    const order = graph.steps.map((g) => g.name);
+    for (const name of steps.keys()) if (!order.includes(name)) order.push(name);
+    const index = new Map(order.map((n, i) => [n, i]));
+    index.set('success', order.length);
+    index.set('failure', order.length + 1);
+    const edges = [];
+    for (const g of graph.steps) {
+      if (g.on_pass) edges.push({ from: g.name, kind: 'pass', ...g.on_pass });
+      if (g.on_fail) edges.push({ from: g.name, kind: 'fail', ...g.on_fail });
+    }
+    const span = (e) => Math.abs((index.get(e.to) ?? 0) - (index.get(e.from) ?? 0));
+    const rise = (e) => 26 + 14 * span(e);
+    const up = Math.max(40, ...edges.filter((e) => e.kind === 'pass' && span(e) !== 1).map(rise)) + 16;
+    const down = Math.max(30, ...edges.filter((e) => e.kind === 'fail').map(rise)) + 16;
+    const top = up, width = 20 + (order.length + 2) * (NODE_W + GAP), height = up + NODE_H + down;
+    const x = (i) => 20 + i * (NODE_W + GAP);
+    if (layoutDirty) {
+      graphBox.replaceChildren();
+      graphBox.style.height = height + 'px';
+      nodes = new Map();
+      const s = svg('svg', { width, height });
+      s.append(Object.assign(svg('defs', {}), {}));
+      s.firstChild.innerHTML = '<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#9aa3b2"/></marker>';
+      graphBox.append(s);
+      order.forEach((name, i) => {
+        const node = el('div', { class: 'node', 'data-step': name },
+          el('div', { class: 'name', title: name }, name),
+          el('div', { class: 'row' }, el('span', { class: 'dot' }), el('span', { class: 'status' }), el('span', { class: 'attempts' })),
+          el('div', { class: 'row' }, el('span', { class: 'verdict' }), el('span', { class: 'elapsed' })));
+        node.style.left = x(i) + 'px'; node.style.top = top + 'px';
+        graphBox.append(node);
+        nodes.set(name, node);
+      });
+      for (const [name, i] of [['success', order.length], ['failure', order.length + 1]]) {
+        const node = el('div', { class: 'node terminal', 'data-terminal': name }, name);
+        node.style.left = x(i) + 'px'; node.style.top = (top + (NODE_H - TERM_H) / 2) + 'px';
+        graphBox.append(node);
+        nodes.set('@' + name, node);
+      }
+      layoutDirty = false;
+    }
+    const s = graphBox.querySelector('svg');
+    s.querySelectorAll('path.edge, text').forEach((n) => n.remove());
+    for (const e of edges) {
+      const i = index.get(e.from), j = index.get(e.to);
+      if (i === undefined || j === undefined) continue;
+      const taken = routes.some((r) => r.from === e.from && r.to === e.to && r.retry === e.retry);
+      const wTo = j >= order.length ? TERM_W : NODE_W;
+      let d, lx, ly;
+      if (e.kind === 'pass' && j === i + 1) {
+        const y = top + NODE_H / 2;
+        d = `M${x(i) + NODE_W},${y} L${x(j)},${y}`; lx = x(i) + NODE_W + GAP / 2; ly = y - 6;
+      } else {
+        const h = rise(e), above = e.kind === 'pass';
+        const y0 = above ? top : top + NODE_H;
+        const yj = j >= order.length ? (above ? top + (NODE_H - TERM_H) / 2 : top + (NODE_H + TERM_H) / 2) : y0;
+        const cy = above ? y0 - h : y0 + h;
+        const x0 = x(i) + NODE_W / 2 + (above ? 10 : -10), x1 = x(j) + wTo / 2 + (above ? -10 : 10);
+        d = `M${x0},${y0} C${x0},${cy} ${x1},${cy} ${x1},${yj}`; lx = (x0 + x1) / 2; ly = above ? y0 - h * 0.75 - 3 : y0 + h * 0.75 + 11;
+      }
+      const cls = ['edge', e.kind, e.retry ? 'retry' : '', taken ? 'taken' : ''].filter(Boolean).join(' ');
+      s.append(svg('path', { d, class: cls, 'marker-end': 'url(#arrow)', 'data-from': e.from, 'data-to': e.to, 'data-retry': String(e.retry) }));
+      if (e.retry || e.kind === 'fail' && !/^failure$/.test(e.to)) {
+        const t = svg('text', { x: lx, y: ly, 'text-anchor': 'middle', class: 'edge-label' });
+        t.textContent = e.kind + (e.retry ? ' · retry' : '');
+        s.append(t);
+      }
+    }
+    for (const name of order) {
+      const st = steps.get(name) || newStep(name);
+      const node = nodes.get(name);
+      const status = statusOf(st);
+      node.dataset.status = status;
+      node.dataset.attempts = String(st.attempts);
+      node.querySelector('.status').textContent = status;
+      node.querySelector('.attempts').textContent = st.attempts ? '· ' + st.attempts + (st.attempts === 1 ? ' start' : ' starts') : '';
+      const v = node.querySelector('.verdict');
+      v.className = 'verdict' + (st.verdict ? ' badge st-' + (st.verdict === 'pass' ? 'passed' : 'failed') : '');
+      v.textContent = st.verdict && !st.open ? st.verdict : '';
+      v.title = st.reason || '';
+      node.querySelector('.elapsed').textContent = elapsed(st);
+    }
+    const end = runStatus();
+    nodes.get('@success').classList.toggle('reached-success', end === 'success');
+    nodes.get('@failure').classList.toggle('reached-failure', end === 'failure');
+  }
+
+  function renderHeader() {
+    const status = runStatus();
+    statusBadge.textContent = status;
+    statusBadge.className = 'badge st-' + status;
+    statusBadge.dataset.status = status;
+    document.body.dataset.status = status;
+    attemptInfo.textContent = 'attempt ' + view.attempt + (view.max_attempts ? ' of ' + view.max_attempts : '') + (view.workspace ? ' · ' + view.workspace : '');
+    outcome.replaceChildren();
+    if (view.outcome) {
+      outcome.append(el('span', { class: 'badge st-' + view.outcome }, view.outcome), el('span', { class: 'reason' }, view.reason || ''));
+    } else if (view.held) {
+      const running = [...steps.values()].filter((s) => s.open).map((s) => s.name);
+      outcome.append(el('span', { class: 'badge st-running' }, 'running'), el('span', { class: 'reason' }, running.length ? 'in ' + running.join(', ') : ''));
+    } else {
+      outcome.append(el('span', { class: 'badge st-interrupted' }, 'interrupted'),
+        el('span', { class: 'reason' }, 'no process holds this run; continue it with ', el('code', {}, 'cordon run --resume ' + view.id)));
+    }
+  }
+
+  const consoleNodes = new Map();
+  function renderConsoles() {
+    for (const s of steps.values()) {
+      if (!s.dirty && consoleNodes.has(s.name)) continue;
+      s.dirty = false;
+      let box = consoleNodes.get(s.name);
+      if (!box) {
+        box = el('section', { class: 'console', 'data-console': s.name },
+          el('h3', {}, el('span', { class: 'title' }), el('span', { class: 'badge' })), el('pre', {}));
+        consoles.append(box);
+        consoleNodes.set(s.name, box);
+      }
+      const status = statusOf(s);
+      box.querySelector('.title').textContent = s.name + (s.attempt ? ' · attempt ' + s.attempt : '');
+      const badge = box.querySelector('.badge');
+      badge.textContent = status; badge.className = 'badge st-' + status;
+      const pre = box.querySelector('pre');
+      const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.replaceChildren();
+      if (s.omitted) pre.append(el('span', { class: 'omitted' }, s.omitted + ' lines omitted\n'));
+      const text = s.lines.length ? s.lines.join('\n') + '\n' + s.partial : s.partial;
+      ansi(crlines(text), pre);
+      if (stick) pre.scrollTop = pre.scrollHeight;
+    }
+  }
+
+  function renderEgress() {
+    egressDirty = false;
+    const rows = [...egress.values()];
+    if (!rows.length) { egressBox.replaceChildren(el('p', { class: 'empty' }, 'no egress: no step reached for the network')); return; }
+    rows.sort((a, b) => String(a.step).localeCompare(String(b.step)) || a.decision.localeCompare(b.decision) || a.target.localeCompare(b.target));
+    const table = el('table', { id: 'egress-table' }, el('tr', {}, ...['step', 'decision', 'destination', 'reason', 'count', 'bytes up', 'bytes down'].map((h) => el('th', {}, h))));
+    for (const r of rows) {
+      table.append(el('tr', { 'data-decision': r.decision }, el('td', {}, r.step || '—'), el('td', { class: 'decision-' + r.decision }, r.decision),
+        el('td', { class: 'mono' }, r.target), el('td', {}, r.reason || ''), el('td', { class: 'num' }, String(r.count)),
+        el('td', { class: 'num' }, String(r.bytes_up)), el('td', { class: 'num' }, String(r.bytes_down))));
+    }
+    egressBox.replaceChildren(table);
+  }
+
+  const types = new Set();
+  let logCount = 0;
+  function matches(type) { const f = filter.value; return !f || type === f || type.startsWith(f + '.'); }
+  function addLogRows(records) {
+    const frag = document.createDocumentFragment();
+    for (const rec of records) {
+      if (!types.has(rec.type)) {
+        types.add(rec.type);
+        const family = rec.type.split('.')[0];
+        if (family !== rec.type && !types.has(family)) { types.add(family); filter.append(el('option', { value: family }, family + '.*')); }
+        filter.append(el('option', { value: rec.type }, rec.type));
+      }
+      const data = JSON.stringify(rec.data);
+      const row = el('tr', { 'data-type': rec.type, 'data-seq': String(rec.seq) }, el('td', { class: 'num' }, String(rec.seq)),
+        el('td', { class: 'mono' }, rec.ts.slice(11, 23)), el('td', { class: 'mono' }, rec.type), el('td', {}, rec.step || ''),
+        el('td', { class: 'data' }, data.length > 240 ? data.slice(0, 240) + '…' : data));
+      if (!matches(rec.type)) row.hidden = true;
+      frag.append(row);
+      logCount++;
+    }
+    logBody.append(frag);
+    while (logBody.childElementCount > LOG_ROWS) logBody.firstElementChild.remove();
+    const first = logBody.firstElementChild ? Number(logBody.firstElementChild.dataset.seq) : 1;
+    logInfo.replaceChildren(first > 1 ? el('span', {}, 'events ' + first + '–' + view.last_seq + ' shown; all of them: ', el('a', { href: '/api/runs/' + view.id + '/events' }, 'JSON')) : el('span', {}, view.last_seq + ' events'));
+  }
+  filter.addEventListener('change', () => { for (const row of logBody.rows) row.hidden = !matches(row.dataset.type); });
+
+  function render() {
+    renderHeader();
+    if (graphDirty || layoutDirty) { renderGraph(); graphDirty = false; }
+    renderConsoles();
+    if (egressDirty) renderEgress();
+    if (newLog.length && !logFilling) addLogRows(newLog.splice(0));
+  }
+  let scheduled = false;
+  function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(() => { scheduled = false; render(); }); } }
+
+  let logFilling = true;
+  render();
+  performance.mark('cordon-state-rendered');
+  // The state above is complete at once; the log (up to a thousand rows) fills in right after,
+  // in slices, so a long run's page does not wait for its table. Live events wait behind it.
+  (function fillLog(rest) {
+    addLogRows(rest.slice(0, 250));
+    if (rest.length > 250) {
+      setTimeout(() => fillLog(rest.slice(250)), 0);
+    } else {
+      logFilling = false;
+      performance.mark('cordon-log-rendered');
+      schedule();
+    }
+  })(snapshot.log);
+  setInterval(() => { if (view.held && [...steps.values()].some((s) => s.open)) { graphDirty = true; schedule(); } }, 1000);
+
+  // ---- live ------------------------------------------------------------------------------------
+  let ended = false;
+  const source = new EventSource('/api/runs/' + view.id + '/stream?after=' + view.last_seq);
+  source.onmessage = (e) => { apply(JSON.parse(e.data)); schedule(); };
+  source.addEventListener('status', (e) => {
+    const st = JSON.parse(e.data);
+    if (view.held !== st.held) { view.held = st.held; for (const s of steps.values()) s.dirty = true; graphDirty = true; schedule(); }
+  });
+  source.addEventListener('end', (e) => {
+    ended = true;
+    source.close();
+    view.held = false;
+    graphDirty = true;
+    for (const s of steps.values()) s.dirty = true;
+    schedule();
+    if (JSON.parse(e.data).reason === 'closing') {
+      banner.hidden = false;
+      banner.replaceChildren('the cordon process that served this page has ended; browse this run with ', el('code', {}, 'cordon ui'), '.');
+    }
+  });
+  source.onopen = () => { banner.hidden = true; };
+  source.onerror = () => {
+    if (ended) return;
+    banner.hidden = false;
+    banner.replaceChildren('lost the connection to cordon; if the process serving this page has exited (a ',
+      el('code', {}, 'cordon run'), ' ends with its run), browse the run with ', el('code', {}, 'cordon ui'), '.');
+  };
+})();

@@ -1,0 +1,449 @@
+//! `RunView`: what a person watching a run sees — each step's status, attempts, verdict and
+//! console, the egress table, the outcome — as a total fold over the run's events. The run page,
+//! the JSON API and the terminal progress view all read it; the page's script applies the same
+//! rules to events that arrive live.
+
+use std::collections::BTreeMap;
+
+use cordon_protocol::event::{AuditRecord, Outcome, Timestamp, Verdict};
+use cordon_protocol::{Event, Record, RunId, StepName};
+use serde::Serialize;
+
+use crate::console::Console;
+use crate::graph::{Edge, Graph};
+
+/// A step's status (Appendix A `data-status`): the latest attempt's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Pending,
+    Running,
+    Passed,
+    Failed,
+}
+
+impl StepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::Running => "running",
+            StepStatus::Passed => "passed",
+            StepStatus::Failed => "failed",
+        }
+    }
+}
+
+/// A run's status (`runs --json`): finished runs by outcome; unfinished ones by whether a live
+/// process holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Interrupted,
+    Success,
+    Failure,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Success => "success",
+            RunStatus::Failure => "failure",
+        }
+    }
+}
+
+/// One step as seen so far.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepView {
+    pub name: StepName,
+    /// Times the step was started (`data-attempts`).
+    pub attempts: u32,
+    /// The run attempt of the step's latest start.
+    pub attempt: Option<u32>,
+    /// The latest start has not finished yet.
+    #[serde(skip)]
+    open: bool,
+    pub verdict: Option<Verdict>,
+    pub reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub started: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    /// The latest attempt's output.
+    pub console: Console,
+}
+
+impl StepView {
+    fn new(name: StepName) -> StepView {
+        StepView {
+            name,
+            attempts: 0,
+            attempt: None,
+            open: false,
+            verdict: None,
+            reason: None,
+            exit_code: None,
+            started: None,
+            finished: None,
+            console: Console::default(),
+        }
+    }
+
+    /// `running` only while a live process holds the run; an unfinished step of a run nobody
+    /// holds is `pending` (it re-runs from its start on resume).
+    pub fn status(&self, held: bool) -> StepStatus {
+        match (self.open, self.verdict) {
+            (true, _) if held => StepStatus::Running,
+            (true, _) | (false, None) => StepStatus::Pending,
+            (false, Some(Verdict::Pass)) => StepStatus::Passed,
+            (false, Some(Verdict::Fail)) => StepStatus::Failed,
+        }
+    }
+}
+
+/// One line of the egress table: a destination a step reached or was refused, with counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EgressRow {
+    pub step: Option<String>,
+    /// `allow` or `deny`.
+    pub decision: String,
+    /// `host:port`, or the raw target when it did not parse.
+    pub target: String,
+    pub reason: Option<String>,
+    pub count: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+/// A route the run took, with how often.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RouteTaken {
+    pub from: StepName,
+    pub to: String,
+    pub retry: bool,
+    pub count: u32,
+}
+
+/// The fold. Build it with [`RunView::new`], feed every event in order with [`RunView::apply`],
+/// and tell it whether the run is held ([`RunView::set_held`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunView {
+    pub id: RunId,
+    pub pipeline: String,
+    pub workspace: Option<String>,
+    pub held: bool,
+    pub attempt: u32,
+    pub max_attempts: Option<u32>,
+    pub started: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    pub outcome: Option<Outcome>,
+    pub reason: Option<String>,
+    pub last_seq: u64,
+    pub graph: Graph,
+    steps: Vec<StepView>,
+    egress: BTreeMap<(Option<String>, String, String, Option<String>), EgressRow>,
+    routes: Vec<RouteTaken>,
+}
+
+impl RunView {
+    /// A view of run `id` before its first event. With `graph: None` the graph is derived from
+    /// the events.
+    pub fn new(id: RunId, pipeline: &str, graph: Option<Graph>) -> RunView {
+        let graph = graph.unwrap_or_else(Graph::derived);
+        let steps = graph
+            .steps
+            .iter()
+            .map(|s| StepView::new(s.name.clone()))
+            .collect();
+        RunView {
+            id,
+            pipeline: pipeline.to_owned(),
+            workspace: None,
+            held: false,
+            attempt: 1,
+            max_attempts: None,
+            started: None,
+            finished: None,
+            outcome: None,
+            reason: None,
+            last_seq: 0,
+            graph,
+            steps,
+            egress: BTreeMap::new(),
+            routes: Vec::new(),
+        }
+    }
+
+    pub fn set_held(&mut self, held: bool) {
+        self.held = held;
+    }
+
+    pub fn status(&self) -> RunStatus {
+        match self.outcome {
+            Some(Outcome::Success) => RunStatus::Success,
+            Some(Outcome::Failure) => RunStatus::Failure,
+            None if self.held => RunStatus::Running,
+            None => RunStatus::Interrupted,
+        }
+    }
+
+    pub fn steps(&self) -> &[StepView] {
+        &self.steps
+    }
+
+    pub fn egress(&self) -> impl Iterator<Item = &EgressRow> {
+        self.egress.values()
+    }
+
+    pub fn routes(&self) -> &[RouteTaken] {
+        &self.routes
+    }
+
+    fn step_mut(&mut self, name: &StepName) -> &mut StepView {
+        self.graph.learn_step(name);
+        let index = match self.steps.iter().position(|s| &s.name == name) {
+            Some(i) => i,
+            None => {
+                self.steps.push(StepView::new(name.clone()));
+                self.steps.len() - 1
+            }
+        };
+        &mut self.steps[index]
+    }
+
+    /// Applies one event. Total: an event the view has no use for changes only `last_seq`.
+    pub fn apply(&mut self, record: &Record) {
+        self.last_seq = self.last_seq.max(record.seq);
+        let ts = record.ts;
+        match &record.event {
+            Event::RunStarted {
+                workspace,
+                attempt,
+                max_attempts,
+                ..
+            } => {
+                self.workspace = Some(workspace.clone());
+                self.attempt = attempt.get();
+                self.max_attempts = Some(*max_attempts);
+                self.started = Some(ts);
+            }
+            Event::RunResumed {
+                attempt,
+                max_attempts,
+            } => {
+                self.attempt = attempt.get();
+                self.max_attempts = Some(*max_attempts);
+                // A resumed run that had failed is running again.
+                self.outcome = None;
+                self.finished = None;
+            }
+            Event::RunFinished { outcome, reason } => {
+                self.outcome = Some(*outcome);
+                self.reason = Some(reason.clone());
+                self.finished = Some(ts);
+            }
+            Event::AttemptRetry { attempt, .. } => self.attempt = attempt.get(),
+            Event::StepStarted { attempt } => {
+                if let Some(name) = &record.step {
+                    let step = self.step_mut(name);
+                    step.attempts += 1;
+                    step.attempt = Some(attempt.get());
+                    step.open = true;
+                    step.verdict = None;
+                    step.reason = None;
+                    step.exit_code = None;
+                    step.started = Some(ts);
+                    step.finished = None;
+                    step.console = Console::default();
+                }
+            }
+            Event::StepOutput { text, .. } => {
+                if let Some(name) = &record.step {
+                    self.step_mut(name).console.push(text);
+                }
+            }
+            Event::StepFinished {
+                verdict,
+                exit_code,
+                reason,
+                ..
+            } => {
+                if let Some(name) = &record.step {
+                    let step = self.step_mut(name);
+                    step.open = false;
+                    step.verdict = Some(*verdict);
+                    step.exit_code = *exit_code;
+                    step.reason = reason.clone();
+                    step.finished = Some(ts);
+                }
+            }
+            Event::Route { from, to, retry } => {
+                let passed = self
+                    .steps
+                    .iter()
+                    .find(|s| &s.name == from)
+                    .and_then(|s| s.verdict)
+                    != Some(Verdict::Fail);
+                self.graph.learn_route(
+                    from,
+                    passed,
+                    Edge {
+                        to: to.clone(),
+                        retry: *retry,
+                    },
+                );
+                for step in self
+                    .graph
+                    .steps
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .collect::<Vec<_>>()
+                {
+                    if !self.steps.iter().any(|s| s.name == step) {
+                        self.steps.push(StepView::new(step));
+                    }
+                }
+                match self
+                    .routes
+                    .iter_mut()
+                    .find(|r| &r.from == from && &r.to == to && r.retry == *retry)
+                {
+                    Some(taken) => taken.count += 1,
+                    None => self.routes.push(RouteTaken {
+                        from: from.clone(),
+                        to: to.clone(),
+                        retry: *retry,
+                        count: 1,
+                    }),
+                }
+            }
+            Event::EgressAllow(audit) | Event::EgressDeny(audit) => {
+                let step = record
+                    .step
+                    .as_ref()
+                    .map(|s| s.as_str().to_owned())
+                    .or_else(|| audit.step.clone());
+                let key = (
+                    step.clone(),
+                    audit.decision.clone(),
+                    target(audit),
+                    audit.reason.clone(),
+                );
+                let row = self.egress.entry(key).or_insert_with(|| EgressRow {
+                    step,
+                    decision: audit.decision.clone(),
+                    target: target(audit),
+                    reason: audit.reason.clone(),
+                    count: 0,
+                    bytes_up: 0,
+                    bytes_down: 0,
+                });
+                row.count += 1;
+            }
+            Event::EgressClose(audit) => {
+                let step = record
+                    .step
+                    .as_ref()
+                    .map(|s| s.as_str().to_owned())
+                    .or_else(|| audit.step.clone());
+                let target = target(audit);
+                if let Some(row) = self
+                    .egress
+                    .values_mut()
+                    .find(|r| r.step == step && r.target == target && r.decision == "allow")
+                {
+                    row.bytes_up += audit.bytes_up;
+                    row.bytes_down += audit.bytes_down;
+                }
+            }
+            Event::SandboxSession { .. }
+            | Event::SandboxExec { .. }
+            | Event::SetupRan { .. }
+            | Event::SetupCached { .. }
+            | Event::PolicyGrant { .. }
+            | Event::PolicyRefuse { .. }
+            | Event::LlmRequest { .. }
+            | Event::LlmResponse { .. }
+            | Event::ToolCall { .. }
+            | Event::ToolResult { .. }
+            | Event::ArtifactWritten { .. }
+            | Event::CommitCreated { .. }
+            | Event::ResourcesSample { .. }
+            | Event::ResourcesWarning { .. }
+            | Event::Error { .. } => {}
+        }
+    }
+}
+
+/// The destination an audit record names: `host:port` when it parsed, else the raw target.
+pub fn target(audit: &AuditRecord) -> String {
+    match (&audit.host, audit.port) {
+        (Some(host), Some(port)) if host.contains(':') => format!("[{host}]:{port}"),
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        _ => audit.raw_target.clone(),
+    }
+}
+
+/// The JSON snapshot (`GET /api/runs/<id>` and the one embedded in the run page).
+#[derive(Serialize)]
+struct Snapshot<'a> {
+    id: String,
+    pipeline: &'a str,
+    workspace: Option<&'a str>,
+    status: RunStatus,
+    held: bool,
+    attempt: u32,
+    max_attempts: Option<u32>,
+    started: Option<Timestamp>,
+    finished: Option<Timestamp>,
+    outcome: Option<Outcome>,
+    reason: Option<&'a str>,
+    last_seq: u64,
+    graph: &'a Graph,
+    steps: Vec<StepOut<'a>>,
+    routes: &'a [RouteTaken],
+    egress: Vec<&'a EgressRow>,
+}
+
+#[derive(Serialize)]
+struct StepOut<'a> {
+    status: StepStatus,
+    #[serde(flatten)]
+    step: &'a StepView,
+}
+
+impl Serialize for RunView {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Snapshot {
+            id: self.id.to_string(),
+            pipeline: &self.pipeline,
+            workspace: self.workspace.as_deref(),
+            status: self.status(),
+            held: self.held,
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            started: self.started,
+            finished: self.finished,
+            outcome: self.outcome,
+            reason: self.reason.as_deref(),
+            last_seq: self.last_seq,
+            graph: &self.graph,
+            steps: self
+                .steps
+                .iter()
+                .map(|step| StepOut {
+                    status: step.status(self.held),
+                    step,
+                })
+                .collect(),
+            routes: &self.routes,
+            egress: self.egress.values().collect(),
+        }
+        .serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests;
