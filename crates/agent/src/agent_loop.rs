@@ -1,0 +1,254 @@
+//! The agent loop of one step attempt: a fresh conversation (system prompt = the agent file's
+//! body, one task message), model calls until the model answers without tool calls or the
+//! `max_iterations` budget is spent, every tool call answered by exactly one result, and the
+//! `llm.*` / `tool.*` events reported through the [`Journal`].
+
+use std::collections::HashSet;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use cordon_pipeline::Tool;
+use cordon_protocol::event::{LlmSource, OutputStream};
+use cordon_protocol::{Attempt, Event, StepName};
+
+use crate::console;
+use crate::grants::Grants;
+use crate::journal::{Journal, JournalError};
+use crate::message::{Message, Request, ToolCall};
+use crate::output::TruncateLimits;
+use crate::provider::{Provider, ProviderError};
+use crate::tool_host::{ToolHost, ToolHostError};
+use crate::tools::{Context, Outcome, Toolbox};
+
+/// What one attempt of an agent step is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentSpec {
+    pub step: StepName,
+    pub attempt: Attempt,
+    pub model: String,
+    /// The agent file's body.
+    pub system_prompt: String,
+    /// The rendered [`Task`](crate::Task).
+    pub task: String,
+    /// The tools the agent file allows, in its order.
+    pub tools: Vec<Tool>,
+    pub max_iterations: NonZeroU32,
+    pub temperature: Option<f64>,
+    /// The step's `timeout`: the whole attempt's wall-clock budget, which also caps each bash
+    /// call.
+    pub timeout: Option<Duration>,
+    /// The workspace path, where the first bash call starts.
+    pub workspace: String,
+    pub limits: TruncateLimits,
+}
+
+/// The engine's side: the provider, the sandbox, the store, the grant bounds.
+pub struct Hooks<'a> {
+    pub provider: &'a mut dyn Provider,
+    pub host: &'a mut dyn ToolHost,
+    pub journal: &'a mut dyn Journal,
+    pub grants: &'a mut dyn Grants,
+}
+
+/// How an attempt ended, when nothing broke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentOutcome {
+    /// The model answered without tool calls; its final text (verdicts may be read from it).
+    Finished { text: String },
+    /// The attempt failed for a reason that goes into the feedback (`max_iterations`, timeout,
+    /// replay exhausted).
+    Failed { reason: String },
+}
+
+/// Something outside the agent's control broke; the step cannot finish.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The provider failed (auth: exit 2; otherwise the run stops, resumable).
+    #[error(transparent)]
+    Provider(ProviderError),
+    #[error(transparent)]
+    Host(ToolHostError),
+    #[error(transparent)]
+    Journal(JournalError),
+}
+
+/// Runs one attempt of an agent step.
+pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentError> {
+    let Hooks {
+        provider,
+        host,
+        journal,
+        grants,
+    } = hooks;
+    let started = Instant::now();
+    let deadline = spec.timeout.map(|t| started + t);
+    let mut toolbox = Toolbox::new(&spec.tools, &spec.workspace);
+    let mut request = Request {
+        step: spec.step.clone(),
+        attempt: spec.attempt,
+        model: spec.model.clone(),
+        system: spec.system_prompt.clone(),
+        messages: vec![Message::User {
+            text: spec.task.clone(),
+        }],
+        tools: toolbox.specs(),
+        temperature: spec.temperature,
+    };
+    let mut ids = HashSet::new();
+    let max = spec.max_iterations.get();
+    for iteration in 1..=max {
+        if let Some(reason) = out_of_time(deadline, spec.timeout) {
+            return Ok(AgentOutcome::Failed { reason });
+        }
+        journal
+            .event(Event::LlmRequest {
+                model: spec.model.clone(),
+                source: LlmSource::Agent,
+            })
+            .map_err(AgentError::Journal)?;
+        let asked = Instant::now();
+        let response = match provider.complete(&request) {
+            Ok(response) => response,
+            Err(err @ ProviderError::ReplayExhausted { .. }) => {
+                return Ok(AgentOutcome::Failed {
+                    reason: err.to_string(),
+                });
+            }
+            Err(err) => return Err(AgentError::Provider(err)),
+        };
+        journal
+            .event(Event::LlmResponse {
+                model: response.model.clone(),
+                input_tokens: response.usage.input_tokens,
+                output_tokens: response.usage.output_tokens,
+                latency_ms: u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX),
+                source: LlmSource::Agent,
+            })
+            .map_err(AgentError::Journal)?;
+        if let Some(text) = response.text.as_deref().filter(|t| !t.trim().is_empty()) {
+            console(journal, console::text_lines(text))?;
+        }
+        let calls = with_unique_ids(response.tool_calls, iteration, &mut ids);
+        request.messages.push(Message::Assistant {
+            text: response.text.clone(),
+            tool_calls: calls.clone(),
+        });
+        if calls.is_empty() {
+            return Ok(AgentOutcome::Finished {
+                text: response.text.unwrap_or_default(),
+            });
+        }
+        let mut cx = Context {
+            host: &mut *host,
+            journal: &mut *journal,
+            grants: &mut *grants,
+            deadline,
+        };
+        for call in calls {
+            let output = answer(&mut toolbox, &call, &mut cx, &spec.limits)?;
+            request.messages.push(output);
+        }
+    }
+    Ok(AgentOutcome::Failed {
+        reason: format!(
+            "the agent used all {max} model calls of `max_iterations` without finishing; raise \
+             `max_iterations` or narrow the task"
+        ),
+    })
+}
+
+/// Runs one call and records its `tool.call` / `tool.result` pair; the result goes back to the
+/// model. A host or store failure still records a result before it stops the step.
+fn answer(
+    toolbox: &mut Toolbox,
+    call: &ToolCall,
+    cx: &mut Context<'_>,
+    limits: &TruncateLimits,
+) -> Result<Message, AgentError> {
+    console(cx.journal, console::call_line(call))?;
+    cx.journal
+        .event(Event::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments_json(),
+        })
+        .map_err(AgentError::Journal)?;
+    let outcome = match toolbox.call(call, cx) {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            let _ = cx.journal.event(Event::ToolResult {
+                id: call.id.clone(),
+                ok: false,
+                interrupted: None,
+                output: format!("error: {err}"),
+            });
+            return Err(err);
+        }
+    };
+    let Outcome { output, ok } = outcome;
+    let output = cx.journal.scrub(&output);
+    let shown = if limits.exceeded_by(&output) {
+        let blob = cx
+            .journal
+            .blob(output.as_bytes())
+            .map_err(AgentError::Journal)?;
+        limits.cut(&output, &format!("blob {}", blob.0))
+    } else {
+        output
+    };
+    cx.journal
+        .event(Event::ToolResult {
+            id: call.id.clone(),
+            ok,
+            interrupted: None,
+            output: shown.clone(),
+        })
+        .map_err(AgentError::Journal)?;
+    if !ok {
+        console(cx.journal, console::failure_line(&shown))?;
+    }
+    Ok(Message::Tool {
+        call_id: call.id.clone(),
+        output: shown,
+        is_error: !ok,
+    })
+}
+
+/// One `step.output` chunk of the agent's console.
+fn console(journal: &mut dyn Journal, text: String) -> Result<(), AgentError> {
+    journal
+        .event(Event::StepOutput {
+            stream: OutputStream::Stdout,
+            text,
+        })
+        .map_err(AgentError::Journal)
+}
+
+/// Gives every call a non-empty id unique in the conversation (some local servers send none).
+fn with_unique_ids(
+    calls: Vec<ToolCall>,
+    iteration: u32,
+    seen: &mut HashSet<String>,
+) -> Vec<ToolCall> {
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut call)| {
+            if call.id.is_empty() || seen.contains(&call.id) {
+                call.id = format!("call_{iteration}_{}", k + 1);
+            }
+            seen.insert(call.id.clone());
+            call
+        })
+        .collect()
+}
+
+fn out_of_time(deadline: Option<Instant>, timeout: Option<Duration>) -> Option<String> {
+    let (deadline, timeout) = (deadline?, timeout?);
+    (Instant::now() >= deadline).then(|| {
+        format!(
+            "the agent step ran out of its {} s `timeout`; raise `timeout` or narrow the task",
+            timeout.as_secs()
+        )
+    })
+}
