@@ -1,9 +1,30 @@
 //! The sandbox: sessions built from Linux namespaces, Landlock and seccomp. The only crate with `unsafe`,
 //! and all of it lives in [`sys`].
+//!
+//! Entry points: [`Session::open`] with a [`SessionConfig`], then [`Session::exec`] with an
+//! [`ExecRequest`]; [`init::main`] is what the init program runs inside every session.
 
 pub mod cgroup;
+mod config;
 pub mod environment;
+mod error;
+mod exec;
+mod facts;
+pub mod git;
+pub mod identity;
+pub mod init;
 pub mod landlock;
+pub mod mounts;
 pub mod probe;
 pub mod seccomp;
+mod session;
 mod sys;
+mod wire;
+
+pub use config::{DEFAULT_TMP_SIZE, InitProgram, Network, SessionConfig, Workspace};
+pub use error::SandboxError;
+pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
+pub use facts::{HOSTNAME, host_user};
+pub use mounts::GitMutations;
+pub use session::Session;
+pub use sys::process::WorkloadStage;

@@ -1,13 +1,174 @@
-//! `cordon exec` (being written by the sandbox work; replace this placeholder).
+//! `cordon exec`: run one command in a fresh sandbox session, passing its stdin, stdout, stderr
+//! and exit status through. cordon's own messages go to stderr prefixed `cordon: `; it never
+//! writes to stdout itself. Exit codes (DESIGN Appendix A): the command's own status; 124 timeout;
+//! 125 cordon failed or refused (nothing ran); 126 not executable; 127 not found; 128+N signal N.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use cordon_sandbox::{
+    ExecRequest, ExitStatus, InitProgram, Network, Session, SessionConfig, Stdin, Stream, Workspace,
+};
 
 /// Exit status for usage errors and refusals: nothing ran.
 pub const USAGE_EXIT: u8 = 125;
+/// Exit status when the timeout killed the command.
+const TIMEOUT_EXIT: u8 = 124;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Workspace directory, mounted read-write at its own path and the working directory
+    /// [default: the current directory]
+    #[arg(short = 'w', long = "workspace", value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Network: `none` gives the sandbox only its own loopback (`open` arrives with the egress
+    /// proxy)
+    #[arg(long = "net", value_name = "MODE", default_value = "none")]
+    net: String,
+    /// Kill the command and everything it started after SECS seconds (exit 124)
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// Set a variable in the sandbox's environment (repeatable)
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// Mount a host path read-only at its own path (repeatable)
+    #[arg(long = "ro", value_name = "PATH")]
+    read_only: Vec<PathBuf>,
+    /// The command to run and its arguments
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("cordon exec is not available yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match execute(args) {
+        Ok(code) => Ok(code),
+        Err(err) => {
+            eprintln!("cordon: {err:#}");
+            Ok(ExitCode::from(USAGE_EXIT))
+        }
+    }
+}
+
+fn execute(args: Args) -> anyhow::Result<ExitCode> {
+    let network = match args.net.as_str() {
+        "none" => Network::None,
+        "open" => anyhow::bail!(
+            "`--net open` arrives with the egress proxy; use `--net none` (the default) for now"
+        ),
+        other => anyhow::bail!("`--net {other}` is not a network mode; use `--net none`"),
+    };
+    let timeout = match args.timeout {
+        Some(0) => {
+            anyhow::bail!("`--timeout 0` would kill the command at once; give at least 1 second")
+        }
+        other => other.map(Duration::from_secs),
+    };
+    let env = args
+        .env
+        .iter()
+        .map(|pair| parse_variable(pair))
+        .collect::<Result<Vec<_>, _>>()?;
+    let workspace = match args.workspace {
+        Some(dir) => dir,
+        None => std::env::current_dir()?,
+    };
+
+    let mut config = SessionConfig::new(Workspace::open(&workspace)?, InitProgram::current_exe()?);
+    config.network = network;
+    config.read_only = args.read_only;
+    config.mask = private_paths();
+    let mut session = Session::open(config)?;
+
+    let mut request = ExecRequest::new(args.command.clone());
+    request.env = env;
+    request.stdin = Stdin::Inherit;
+    request.timeout = timeout;
+    // The output goes straight through; `cordon exec` keeps no capture.
+    request.capture_limit = 0;
+    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+    let outcome = session.exec(&request, &mut |stream, bytes| {
+        // A closed stdout (`cordon exec ... | head`) must not stop the command; drop the bytes.
+        let _ = match stream {
+            Stream::Stdout => stdout
+                .lock()
+                .write_all(bytes)
+                .and_then(|()| stdout.lock().flush()),
+            Stream::Stderr => stderr.lock().write_all(bytes),
+        };
+    })?;
+    session.close();
+
+    let program = &args.command[0];
+    if outcome.timed_out {
+        eprintln!(
+            "cordon: `{program}` timed out after {} s; it and every process it started were killed",
+            timeout.unwrap_or_default().as_secs()
+        );
+        return Ok(ExitCode::from(TIMEOUT_EXIT));
+    }
+    match outcome.status {
+        ExitStatus::NotFound => eprintln!(
+            "cordon: `{program}` not found in the sandbox (check PATH and the mounted paths)"
+        ),
+        ExitStatus::NotExecutable => {
+            eprintln!("cordon: `{program}` is not executable in the sandbox")
+        }
+        ExitStatus::Code(_) | ExitStatus::Signal(_) => {}
+    }
+    Ok(ExitCode::from(
+        u8::try_from(outcome.exit_code()).unwrap_or(u8::MAX),
+    ))
+}
+
+fn parse_variable(pair: &str) -> anyhow::Result<(String, String)> {
+    match pair.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => anyhow::bail!("`-e {pair}` is not KEY=VALUE; write it as `-e NAME=value`"),
+    }
+}
+
+/// Paths the sandbox must never see, wherever they are: the state directory and the operator
+/// policy file (DESIGN Appendix A "Paths" and §5). The binary itself is masked by the library.
+fn private_paths() -> Vec<PathBuf> {
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = env("HOME");
+    let under_home = |rest: &str| home.as_ref().map(|h| h.join(rest));
+    let state = env("CORDON_STATE_DIR")
+        .or_else(|| env("XDG_STATE_HOME").map(|d| d.join("cordon")))
+        .or_else(|| under_home(".local/state/cordon"));
+    let policy = env("XDG_CONFIG_HOME")
+        .map(|d| d.join("cordon/policy.toml"))
+        .or_else(|| under_home(".config/cordon/policy.toml"));
+    [state, policy]
+        .into_iter()
+        .flatten()
+        .filter(|p| Path::new(p).is_absolute())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_must_be_key_equals_value() {
+        let rows: [(&str, Option<(&str, &str)>); 5] = [
+            ("A=1", Some(("A", "1"))),
+            ("A=", Some(("A", ""))),
+            ("A=b=c", Some(("A", "b=c"))),
+            ("A", None),
+            ("=x", None),
+        ];
+        for (pair, expected) in rows {
+            let got = parse_variable(pair).ok();
+            let expected = expected.map(|(k, v)| (k.to_owned(), v.to_owned()));
+            assert_eq!(got, expected, "{pair}");
+        }
+    }
 }

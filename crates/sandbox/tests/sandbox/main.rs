@@ -1,1 +1,13 @@
-//! Tests of the sandbox through its library API, judged by their effect on the host.
+//! Tests of the sandbox through its library API, judged by their effect on the host. Each "refused"
+//! probe has a control that shows the probe works where nothing stops it.
+
+mod cgroup;
+mod git;
+mod identity;
+mod layout;
+mod lifecycle;
+mod network;
+mod probe;
+mod process;
+mod smoke;
+mod support;

@@ -1,0 +1,286 @@
+//! `cordon exec`: the command's stdin, stdout, stderr and status pass through; cordon's own
+//! messages are on stderr as `cordon: ...`; the exit codes of DESIGN Appendix A; a missing layer
+//! refuses with 125 and names the remedy. The sandbox's layers themselves are tested in the
+//! sandbox crate and, as attacks, in `escape`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use crate::support::{cordon, cordon_bin};
+
+fn workspace() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("cordon-exec-")
+        .tempdir()
+        .expect("a temporary workspace")
+}
+
+fn exec(ws: &Path, options: &[&str], command: &[&str]) -> Output {
+    cordon()
+        .arg("exec")
+        .arg("-w")
+        .arg(ws)
+        .args(options)
+        .arg("--")
+        .args(command)
+        .env_remove("CORDON_PROBE_REMOVE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cordon exec")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn exec_passes_output_and_exit_status_through() {
+    let ws = workspace();
+    let out = exec(
+        ws.path(),
+        &[],
+        &["/bin/sh", "-c", "echo out; echo err >&2; exit 42"],
+    );
+    assert_eq!(
+        (out.status.code(), text(&out.stdout), text(&out.stderr)),
+        (Some(42), "out\n".into(), "err\n".into())
+    );
+}
+
+#[test]
+fn exec_reports_signals_missing_and_unexecutable_programs_with_the_contract_codes() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("script"), "#!/bin/sh\n").expect("write");
+    let rows: [(&[&str], i32, &str); 4] = [
+        (&["/bin/sh", "-c", "kill -KILL $$"], 137, ""),
+        (
+            &["no-such-program-anywhere"],
+            127,
+            "cordon: `no-such-program-anywhere` not found in the sandbox (check PATH and the mounted paths)\n",
+        ),
+        (
+            &["./script"],
+            126,
+            "cordon: `./script` is not executable in the sandbox\n",
+        ),
+        (&["true"], 0, ""),
+    ];
+    for (command, code, stderr) in rows {
+        let out = exec(ws.path(), &[], command);
+        assert_eq!(
+            (out.status.code(), text(&out.stderr).as_str()),
+            (Some(code), stderr),
+            "{command:?}"
+        );
+        assert!(out.stdout.is_empty(), "cordon wrote to stdout: {out:?}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_125_and_name_the_fix() {
+    let ws = workspace();
+    let missing = ws.path().join("missing");
+    let rows: [(&Path, &[&str], &str); 5] = [
+        (
+            ws.path(),
+            &["--net", "open"],
+            "cordon: `--net open` arrives with the egress proxy; use `--net none` (the default) for now\n",
+        ),
+        (
+            ws.path(),
+            &["--net", "wide"],
+            "cordon: `--net wide` is not a network mode; use `--net none`\n",
+        ),
+        (
+            ws.path(),
+            &["-e", "NOVALUE"],
+            "cordon: `-e NOVALUE` is not KEY=VALUE; write it as `-e NAME=value`\n",
+        ),
+        (
+            ws.path(),
+            &["--timeout", "0"],
+            "cordon: `--timeout 0` would kill the command at once; give at least 1 second\n",
+        ),
+        (&missing, &[], "cordon: cannot open the workspace"),
+    ];
+    for (workspace, options, message) in rows {
+        let out = exec(workspace, options, &["true"]);
+        assert_eq!(out.status.code(), Some(125), "{options:?}: {out:?}");
+        assert!(
+            text(&out.stderr).starts_with(message),
+            "{options:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // No command at all is a clap usage error, also 125.
+    let out = cordon()
+        .args(["exec", "-w"])
+        .arg(ws.path())
+        .output()
+        .expect("run cordon exec");
+    assert_eq!(out.status.code(), Some(125));
+}
+
+#[test]
+fn timeout_exits_124_and_says_so() {
+    let ws = workspace();
+    let out = exec(
+        ws.path(),
+        &["--timeout", "1"],
+        &["/bin/sh", "-c", "sleep 600 & sleep 600"],
+    );
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    assert_eq!(
+        text(&out.stderr),
+        "cordon: `/bin/sh` timed out after 1 s; it and every process it started were killed\n"
+    );
+}
+
+#[test]
+fn stdin_passes_through() {
+    let ws = workspace();
+    let mut child = cordon()
+        .arg("exec")
+        .arg("-w")
+        .arg(ws.path())
+        .args(["--", "tr", "a-z", "A-Z"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run cordon exec");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"piped\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), "PIPED\n".into())
+    );
+}
+
+#[test]
+fn environment_is_scrubbed_to_the_declared_variables() {
+    let ws = workspace();
+    let out = cordon()
+        .arg("exec")
+        .arg("-w")
+        .arg(ws.path())
+        .args(["-e", "DECLARED=yes", "--", "env"])
+        .env("AWS_SECRET_ACCESS_KEY", "host-secret")
+        .env("LD_PRELOAD", "/host/lib.so")
+        .env("LANG", "C.UTF-8")
+        .env_remove("TERM")
+        .output()
+        .expect("run cordon exec");
+    let env = text(&out.stdout);
+    let mut names: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["DECLARED", "HOME", "LANG", "LOGNAME", "PATH", "USER"],
+        "{env}"
+    );
+    assert!(
+        !env.contains("host-secret")
+            && env.contains("DECLARED=yes\n")
+            && env.contains("LANG=C.UTF-8\n")
+    );
+}
+
+#[test]
+fn descriptors_of_the_caller_do_not_leak_in() {
+    let ws = workspace();
+    // The caller holds descriptor 7 open across exec; the sandboxed `ls` must see only 0-2 and
+    // its own directory handle.
+    let script = format!(
+        "exec 7</etc/hostname; exec {} exec -w {} -- ls /proc/self/fd",
+        cordon_bin().display(),
+        ws.path().display()
+    );
+    let out = Command::new("/bin/bash")
+        .arg("-c")
+        .arg(&script)
+        .env_remove("CORDON_PROBE_REMOVE")
+        .output()
+        .expect("run bash");
+    assert_eq!(text(&out.stdout), "0\n1\n2\n3\n", "{out:?}");
+    // Control: without the sandbox, the same `ls` sees descriptor 7.
+    let control = Command::new("/bin/bash")
+        .arg("-c")
+        .arg("exec 7</etc/hostname; exec ls /proc/self/fd")
+        .output()
+        .expect("run bash");
+    assert!(
+        text(&control.stdout).lines().any(|l| l == "7"),
+        "{control:?}"
+    );
+}
+
+#[test]
+fn a_missing_required_layer_refuses_with_125_and_the_remedy() {
+    let ws = workspace();
+    for layer in ["landlock", "seccomp", "user_namespaces"] {
+        let out = cordon()
+            .arg("exec")
+            .arg("-w")
+            .arg(ws.path())
+            .args(["--", "/bin/sh", "-c", "echo ran > ran"])
+            .env("CORDON_PROBE_REMOVE", layer)
+            .output()
+            .expect("run cordon exec");
+        assert_eq!(out.status.code(), Some(125), "{layer}: {out:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!(
+                "cordon: refusing to run: the sandbox layer `{layer}` is not available"
+            )),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("unset CORDON_PROBE_REMOVE"),
+            "no remedy: {stderr}"
+        );
+        assert!(
+            !ws.path().join("ran").exists(),
+            "the command ran although {layer} is missing"
+        );
+    }
+    // Control: with every layer the same command runs.
+    let out = exec(ws.path(), &[], &["/bin/sh", "-c", "echo ran > ran"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(ws.path().join("ran").exists());
+}
+
+#[test]
+fn a_host_without_user_namespaces_gets_125_with_the_remedy() {
+    let ws = workspace();
+    // A user namespace in which no further user namespace may be created: what a host with
+    // `user.max_user_namespaces = 0` looks like to cordon.
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec {} exec -w {} -- /bin/sh -c 'echo ran > ran'",
+        cordon_bin().display(),
+        ws.path().display()
+    );
+    let out = Command::new("unshare")
+        .args(["-U", "-r", "/bin/sh", "-c", &script])
+        .env_remove("CORDON_PROBE_REMOVE")
+        .output()
+        .expect("run unshare");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "cordon: refusing to run: the sandbox layer `user_namespaces` is not available"
+        ),
+        "{stderr}"
+    );
+    assert!(!ws.path().join("ran").exists());
+}

@@ -1,0 +1,137 @@
+//! What a session is asked to be: [`SessionConfig`] and its validated parts. Paths that the
+//! sandbox mounts are opened here, at configuration time, so later symlink swaps cannot redirect
+//! them.
+
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::SandboxError;
+use crate::mounts::GitMutations;
+
+/// The default size cap of `/tmp` + `/dev/shm` (and of `HOME`'s tmpfs): 512 MiB.
+pub const DEFAULT_TMP_SIZE: u64 = 512 << 20;
+
+/// The workspace: a canonical directory path and a descriptor opened on it.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    path: PathBuf,
+    fd: Arc<OwnedFd>,
+}
+
+impl Workspace {
+    /// Opens `path` (which must be a directory) and records its canonical path.
+    pub fn open(path: &Path) -> Result<Workspace, SandboxError> {
+        let error = |source| SandboxError::Workspace {
+            path: path.to_path_buf(),
+            source,
+        };
+        let canonical = path.canonicalize().map_err(error)?;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&canonical)
+            .map_err(error)?;
+        Ok(Workspace {
+            path: canonical,
+            fd: Arc::new(OwnedFd::from(file)),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
+
+/// The program a session's init runs: a descriptor opened once, exec'd with `argv[0]` =
+/// `cordon-init`. Its path is masked inside every session.
+#[derive(Clone, Debug)]
+pub struct InitProgram {
+    path: PathBuf,
+    fd: Arc<OwnedFd>,
+}
+
+impl InitProgram {
+    /// The running executable itself (the `cordon` binary, which serves as init when started
+    /// as `cordon-init`). Opened through `/proc/self/exe`, so a later replacement on disk does
+    /// not change what runs.
+    pub fn current_exe() -> Result<InitProgram, SandboxError> {
+        let fd = crate::sys::process::open_own_executable()
+            .map_err(SandboxError::start("open the running executable"))?;
+        let path =
+            std::env::current_exe().map_err(SandboxError::start("find the running executable"))?;
+        Ok(InitProgram {
+            path,
+            fd: Arc::new(fd),
+        })
+    }
+
+    /// A separate init binary (the sandbox crate's tests use one).
+    pub fn open(path: &Path) -> Result<InitProgram, SandboxError> {
+        let file = fs::File::open(path).map_err(SandboxError::start(format!(
+            "open the init program `{}`",
+            path.display()
+        )))?;
+        let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        Ok(InitProgram {
+            path,
+            fd: Arc::new(OwnedFd::from(file)),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
+
+/// The session's network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Network {
+    /// Its own network namespace with only `lo` up: no route, no DNS.
+    None,
+}
+
+/// Everything a session is built from.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub workspace: Workspace,
+    pub init: InitProgram,
+    pub network: Network,
+    /// Extra host paths mounted read-only at their host paths (`--ro`, `isolation.read_only`).
+    pub read_only: Vec<PathBuf>,
+    /// Workspace-relative paths masked inside the sandbox (`isolation.hide`).
+    pub hide: Vec<PathBuf>,
+    /// Host paths masked wherever they would be visible (state dir, policy file); the init
+    /// program is always added.
+    pub mask: Vec<PathBuf>,
+    pub git_mutations: GitMutations,
+    /// Size cap of `/tmp` + `/dev/shm`, in bytes.
+    pub tmp_size: u64,
+}
+
+impl SessionConfig {
+    /// A configuration with the defaults: no network, nothing extra mounted or hidden, the git
+    /// directory read-only, [`DEFAULT_TMP_SIZE`].
+    pub fn new(workspace: Workspace, init: InitProgram) -> SessionConfig {
+        SessionConfig {
+            workspace,
+            init,
+            network: Network::None,
+            read_only: Vec::new(),
+            hide: Vec::new(),
+            mask: Vec::new(),
+            git_mutations: GitMutations::Deny,
+            tmp_size: DEFAULT_TMP_SIZE,
+        }
+    }
+}

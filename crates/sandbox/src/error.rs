@@ -1,0 +1,69 @@
+//! The sandbox's error type. Every message names what failed and, where there is one, the fix.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::sys::process::WorkloadStage;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A required layer is missing: cordon refuses rather than run with less isolation.
+    #[error("refusing to run: the sandbox layer `{layer}` is not available ({detail}); {remedy}")]
+    Refused {
+        layer: &'static str,
+        detail: String,
+        remedy: String,
+    },
+    #[error("cannot open the workspace `{path}`; pass an existing directory with -w")]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot open `{path}` to mount it read-only; check that it exists and is readable")]
+    ReadOnlyPath {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the path `{path}` is not valid UTF-8; cordon needs UTF-8 paths inside the sandbox")]
+    NotUtf8 { path: PathBuf },
+    #[error("cannot {action} while starting the sandbox")]
+    Start {
+        action: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot set up the sandbox: {message}")]
+    Setup { message: String },
+    #[error(
+        "lost contact with the sandbox's init process (it was killed or the session was closed)"
+    )]
+    Lost {
+        #[source]
+        source: Option<io::Error>,
+    },
+    #[error(
+        "cannot enter the working directory `{path}` inside the sandbox; it must exist in the workspace or another mounted path"
+    )]
+    WorkingDirectory {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot start the command: the {stage:?} step failed")]
+    Workload {
+        stage: WorkloadStage,
+        #[source]
+        source: io::Error,
+    },
+    #[error("invalid command: {reason}")]
+    InvalidRequest { reason: &'static str },
+}
+
+impl SandboxError {
+    pub(crate) fn start(action: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
+        let action = action.into();
+        move |source| SandboxError::Start { action, source }
+    }
+}

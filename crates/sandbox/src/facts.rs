@@ -1,0 +1,357 @@
+//! Gathering the host facts a session is planned from: who invoked cordon, which system
+//! directories exist, the workspace's git layout, the paths to mount or mask. The impure half of
+//! planning; [`crate::mounts::plan`] is the pure half.
+//!
+//! Descriptors for everything mounted from a user-chosen path are made here, on the host:
+//! as root, detached copies of the mounts (`open_tree(OPEN_TREE_CLONE)`, the workspace's
+//! idmapped), since init runs as an unowned uid that could not even traverse e.g. `/root`;
+//! unprivileged, `O_PATH` descriptors that init checks its own lookup against.
+
+use std::fs;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::config::SessionConfig;
+use crate::error::SandboxError;
+use crate::git;
+use crate::identity::{HostUser, Identity, Privilege};
+use crate::mounts::{
+    self, Check, GitLayout, GitMutations, Kind, Layout, Mounted, Source, SystemEntry,
+};
+use crate::sys;
+use crate::sys::mount::{Attributes, Depth};
+use crate::wire::Setup;
+
+/// The name every session's UTS namespace gets.
+pub const HOSTNAME: &str = "cordon";
+
+/// The `.env*` files at the workspace root that stay visible: templates hold no secrets.
+const ENV_TEMPLATES: [&str; 3] = [".env.example", ".env.template", ".env.sample"];
+
+/// What [`gather`] found: the setup message for init and the descriptors it indexes.
+pub(crate) struct Facts {
+    pub setup: Setup,
+    pub fds: Vec<OwnedFd>,
+}
+
+/// The invoking user, from the process's ids and `/etc/passwd` / `/etc/group`; `HOME` wins over
+/// the passwd entry when it is an absolute path.
+pub fn host_user() -> HostUser {
+    let (uid, gid) = sys::process::ids();
+    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let entry = crate::identity::passwd_entry(&passwd, uid);
+    let name = entry
+        .as_ref()
+        .map(|(name, _)| name.clone())
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| uid.to_string());
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .or(entry.map(|(_, home)| home))
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let groups = fs::read_to_string("/etc/group").unwrap_or_default();
+    let group = crate::identity::group_name(&groups, gid).unwrap_or_else(|| name.clone());
+    HostUser {
+        uid,
+        gid,
+        name,
+        group,
+        home,
+    }
+}
+
+/// The sandbox identity for the invoking user (see [`Identity::resolve`]).
+pub(crate) fn identity() -> Identity {
+    let subuid = fs::read_to_string("/etc/subuid").ok();
+    let subgid = fs::read_to_string("/etc/subgid").ok();
+    Identity::resolve(&host_user(), subuid.as_deref(), subgid.as_deref())
+}
+
+pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Facts, SandboxError> {
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    let workspace_path = config.workspace.path().to_path_buf();
+    utf8(&workspace_path)?;
+
+    // As root, the idmapping that shows the workspace owner's files as the sandbox user's (and
+    // stores the sandbox user's new files as the owner's). Also applied to git directories outside
+    // the workspace (worktrees), which belong to the same owner; git refuses a repository whose
+    // directories another uid owns.
+    let mut idmap = None;
+    let workspace_source = match identity.privilege {
+        Privilege::Root => {
+            let meta = fs::File::from(
+                config
+                    .workspace
+                    .fd()
+                    .try_clone()
+                    .map_err(SandboxError::start("duplicate the workspace descriptor"))?,
+            )
+            .metadata()
+            .map_err(SandboxError::start("inspect the workspace"))?;
+            let tree = sys::mount::clone_tree(config.workspace.fd().as_fd(), Depth::Top)
+                .map_err(SandboxError::start("copy the workspace mount"))?;
+            if let Some(maps) = identity.workspace_idmap(meta.uid(), meta.gid()) {
+                idmap = Some(idmap_namespace(&maps.uid_map, &maps.gid_map)?);
+            }
+            let attrs = Attributes {
+                set: sys::mount::NO_SUID | sys::mount::NO_DEV,
+                clear: 0,
+                userns: idmap,
+            };
+            sys::mount::set_attributes(tree.as_fd(), Depth::Top, attrs)
+                .map_err(SandboxError::start("idmap the workspace mount"))?;
+            push(&mut fds, tree, Check::Detached)
+        }
+        Privilege::Unprivileged => {
+            let fd = config
+                .workspace
+                .fd()
+                .try_clone()
+                .map_err(SandboxError::start("duplicate the workspace descriptor"))?;
+            push(&mut fds, fd, Check::SameObjectAs(workspace_path.clone()))
+        }
+    };
+
+    let system = mounts::SYSTEM_DIRS
+        .iter()
+        .filter_map(|dir| {
+            let path = PathBuf::from(dir);
+            let meta = fs::symlink_metadata(&path).ok()?;
+            if meta.is_symlink() {
+                Some(SystemEntry::Symlink {
+                    points_to: fs::read_link(&path).ok()?,
+                    path,
+                })
+            } else if meta.is_dir() {
+                Some(SystemEntry::Dir(path))
+            } else {
+                None
+            }
+        })
+        .collect();
+
+    let mut read_only = Vec::new();
+    for path in &config.read_only {
+        let error = |source| SandboxError::ReadOnlyPath {
+            path: path.clone(),
+            source,
+        };
+        let canonical = path.canonicalize().map_err(error)?;
+        utf8(&canonical)?;
+        let source = host_source(identity, &canonical, None, &mut fds).map_err(error)?;
+        let kind = if canonical.is_dir() {
+            Kind::Dir
+        } else {
+            Kind::File
+        };
+        read_only.push(Mounted {
+            path: canonical,
+            source,
+            kind,
+        });
+    }
+
+    let git = match git::discover(&workspace_path)
+        .map_err(SandboxError::start("read the workspace's .git"))?
+    {
+        None => None,
+        Some(dirs) => {
+            let mut mounted = Vec::new();
+            let mut protected = Vec::new();
+            for dir in [Some(&dirs.git_dir), dirs.common_dir.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                utf8(dir)?;
+                let source = if dir.starts_with(&workspace_path) {
+                    Source::Itself
+                } else {
+                    host_source(identity, dir, idmap, &mut fds).map_err(|source| {
+                        SandboxError::ReadOnlyPath {
+                            path: dir.clone(),
+                            source,
+                        }
+                    })?
+                };
+                mounted.push(Mounted {
+                    path: dir.clone(),
+                    source,
+                    kind: Kind::Dir,
+                });
+                for name in git::PROTECTED {
+                    let path = dir.join(name);
+                    if let Ok(meta) = fs::symlink_metadata(&path) {
+                        protected.push((path, if meta.is_dir() { Kind::Dir } else { Kind::File }));
+                    }
+                }
+            }
+            Some(GitLayout {
+                dot_git_file: dirs.dot_git_file,
+                dirs: mounted,
+                protected,
+            })
+        }
+    };
+
+    let mut hide = Vec::new();
+    for relative in &config.hide {
+        if let Some(found) = existing(&workspace_path.join(relative)) {
+            hide.push(found);
+        }
+    }
+    if let Ok(entries) = fs::read_dir(&workspace_path) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let is_env_file = name.starts_with(".env") && !ENV_TEMPLATES.contains(&name.as_ref());
+            if let Some(found) = existing(&entry.path()).filter(|_| is_env_file) {
+                hide.push(found);
+            }
+        }
+    }
+    let masks = config
+        .mask
+        .iter()
+        .chain([&config.init.path().to_path_buf()])
+        .filter_map(|p| existing(p))
+        .collect();
+
+    let layout = Layout {
+        system,
+        workspace: Mounted {
+            path: workspace_path.clone(),
+            source: workspace_source,
+            kind: Kind::Dir,
+        },
+        git,
+        git_mutations: config.git_mutations,
+        read_only,
+        hide,
+        masks,
+        home: identity.home.clone(),
+        passwd: identity.passwd(),
+        group: identity.group_file(),
+        tmp_size: config.tmp_size,
+    };
+    let plan = mounts::plan(&layout);
+    let mut read_write = vec![
+        workspace_path.clone(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/dev/shm"),
+    ];
+    if !identity.home.starts_with(&workspace_path) && identity.home.parent().is_some() {
+        read_write.push(identity.home.clone());
+    }
+    if let Some(git) = layout
+        .git
+        .as_ref()
+        .filter(|_| config.git_mutations == GitMutations::Allow)
+    {
+        read_write.extend(
+            git.dirs
+                .iter()
+                .filter(|d| !d.path.starts_with(&workspace_path))
+                .map(|d| d.path.clone()),
+        );
+    }
+    let mut devices: Vec<PathBuf> = mounts::DEVICES
+        .iter()
+        .map(|d| Path::new("/dev").join(d))
+        .collect();
+    devices.extend([PathBuf::from("/dev/pts"), PathBuf::from("/dev/ptmx")]);
+    let setup = Setup {
+        plan,
+        hostname: HOSTNAME.to_owned(),
+        read_exec: vec![PathBuf::from("/")],
+        read_write,
+        devices,
+    };
+    Ok(Facts { setup, fds })
+}
+
+fn push(fds: &mut Vec<OwnedFd>, fd: OwnedFd, check: Check) -> Source {
+    fds.push(fd);
+    Source::Descriptor {
+        index: fds.len() - 1,
+        check,
+    }
+}
+
+/// A descriptor source for a host path: a detached recursive copy of its mount as root (only
+/// the top mount, idmapped, when `idmap` is given), an `O_PATH` descriptor to verify against
+/// unprivileged.
+fn host_source(
+    identity: &Identity,
+    path: &Path,
+    idmap: Option<libc::c_int>,
+    fds: &mut Vec<OwnedFd>,
+) -> std::io::Result<Source> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)?;
+    let fd = OwnedFd::from(file);
+    Ok(match identity.privilege {
+        Privilege::Root => {
+            // Idmapping every submount could fail on a filesystem without idmap support; an
+            // idmapped copy takes only the top mount.
+            let depth = if idmap.is_some() {
+                Depth::Top
+            } else {
+                Depth::Recursive
+            };
+            let tree = sys::mount::clone_tree(fd.as_fd(), depth)?;
+            let set = sys::mount::NO_SUID | sys::mount::NO_DEV;
+            let attrs = Attributes {
+                set,
+                clear: 0,
+                userns: idmap,
+            };
+            sys::mount::set_attributes(tree.as_fd(), depth, attrs)?;
+            push(fds, tree, Check::Detached)
+        }
+        Privilege::Unprivileged => push(fds, fd, Check::SameObjectAs(path.to_path_buf())),
+    })
+}
+
+/// The canonical path and kind of `path` if it exists (a symlink is followed, so the object it
+/// names is what gets masked).
+fn existing(path: &Path) -> Option<(PathBuf, Kind)> {
+    let canonical = path.canonicalize().ok()?;
+    let kind = if canonical.is_dir() {
+        Kind::Dir
+    } else {
+        Kind::File
+    };
+    Some((canonical, kind))
+}
+
+fn utf8(path: &Path) -> Result<(), SandboxError> {
+    match path.to_str() {
+        Some(_) => Ok(()),
+        None => Err(SandboxError::NotUtf8 {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+/// A user namespace mapping the workspace owner to the sandbox ids, for the idmapped workspace
+/// mount. Made once per (maps) and kept for the life of the process.
+fn idmap_namespace(uid_map: &str, gid_map: &str) -> Result<libc::c_int, SandboxError> {
+    static CACHE: Mutex<Vec<(String, OwnedFd)>> = Mutex::new(Vec::new());
+    let key = format!("{uid_map}|{gid_map}");
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, fd)) = cache.iter().find(|(k, _)| *k == key) {
+        return Ok(fd.as_raw_fd());
+    }
+    let fd = sys::spawn::mapped_user_namespace(uid_map, gid_map)
+        .map_err(SandboxError::start("create the idmapping user namespace"))?;
+    let raw = fd.as_raw_fd();
+    cache.push((key, fd));
+    Ok(raw)
+}

@@ -1,0 +1,330 @@
+//! The mount plan: what the session's root contains, as data. [`plan`] is a pure function from the
+//! host facts ([`Layout`]) to an ordered list of [`Step`]s; only [`apply`] (run by init, inside the
+//! session's namespaces) touches the kernel.
+//!
+//! The root is a fresh tmpfs holding only mount points, made read-only at the end. Everything in it
+//! is listed here; nothing of the host appears unless a step puts it there.
+
+mod apply;
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use apply::MountError;
+pub(crate) use apply::apply;
+
+/// The host directories a session sees, read-only, at their host paths (DESIGN §4).
+pub const SYSTEM_DIRS: [&str; 9] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// The device nodes bound from the host's `/dev`.
+pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Whether a mount may be written through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Access {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// What a path is, which decides how it is mounted over or masked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kind {
+    Dir,
+    File,
+    /// A character device bound from the host's `/dev` (the only mounts without `nodev`).
+    Device,
+}
+
+/// Where a bind mount comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Source {
+    /// A path of the host's tree, reached through the old root while the new one is built. Used
+    /// for the system directories and `/dev` nodes only: paths no user of the sandbox controls.
+    Host(PathBuf),
+    /// A descriptor the host opened when the session was configured, sent with the setup
+    /// message (this is its index). Symlink swaps after configuration cannot redirect it.
+    Descriptor { index: usize, check: Check },
+    /// The target itself, already inside the new root (the git directory inside the workspace):
+    /// bound onto itself so it becomes a mount point with its own flags, and inherits the
+    /// workspace mount's idmapping.
+    Itself,
+}
+
+/// How init turns a received descriptor into a mount.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Check {
+    /// Root: the host already made a detached (possibly idmapped) copy of the mount; init attaches
+    /// it as it is.
+    Detached,
+    /// Unprivileged: a host descriptor from another mount namespace cannot be bound directly, so
+    /// init opens this path in its own copy of the host tree and refuses unless it is the very
+    /// object the descriptor names (same device and inode).
+    SameObjectAs(PathBuf),
+}
+
+/// One step of building the root.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    /// A bind mount, always `nosuid`, and `nodev` unless `kind` is [`Kind::Device`]; recursive
+    /// with the read-only flag applied to every mount below.
+    Bind {
+        source: Source,
+        target: PathBuf,
+        kind: Kind,
+        access: Access,
+    },
+    /// A symbolic link in the root tmpfs (the host's `/bin -> usr/bin` stays a link).
+    Symlink { path: PathBuf, points_to: PathBuf },
+    /// A fresh tmpfs (`nosuid`, `nodev`).
+    Tmpfs {
+        target: PathBuf,
+        mode: u32,
+        size: Option<u64>,
+    },
+    /// One size-capped tmpfs shared by `/tmp` and `/dev/shm`, so together they stay in `tmp_size`.
+    SharedTmp {
+        tmp: PathBuf,
+        shm: PathBuf,
+        size: u64,
+    },
+    /// A fresh procfs of the session's PID namespace.
+    Proc { target: PathBuf },
+    /// A private devpts instance (its own ptys; `ptmx` in it).
+    Devpts { target: PathBuf },
+    /// A read-only file with generated contents (`/etc/passwd`, `/etc/group`).
+    Generated { target: PathBuf, contents: String },
+    /// Hides what is at `target`: an empty read-only tmpfs over a directory, `/dev/null`
+    /// (read-only, `nodev`, so it cannot even be opened) over a file.
+    Mask { target: PathBuf, kind: Kind },
+}
+
+impl Step {
+    /// The path the step changes; for ordering (a mount goes after every mount it lies under).
+    pub fn target(&self) -> &Path {
+        match self {
+            Step::Bind { target, .. }
+            | Step::Tmpfs { target, .. }
+            | Step::Proc { target }
+            | Step::Devpts { target }
+            | Step::Generated { target, .. }
+            | Step::Mask { target, .. } => target,
+            Step::Symlink { path, .. } => path,
+            Step::SharedTmp { shm, .. } => shm,
+        }
+    }
+}
+
+/// The steps in the order init applies them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountPlan {
+    pub steps: Vec<Step>,
+}
+
+/// One of the system directories as it exists on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SystemEntry {
+    Dir(PathBuf),
+    Symlink { path: PathBuf, points_to: PathBuf },
+}
+
+/// A path mounted from a host descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mounted {
+    pub path: PathBuf,
+    pub source: Source,
+    pub kind: Kind,
+}
+
+/// The git layout of the workspace, as found on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitLayout {
+    /// `.git` inside the workspace when it is a file naming the git directory (worktrees,
+    /// submodules); it is bound read-only onto itself so it cannot be repointed.
+    pub dot_git_file: Option<PathBuf>,
+    /// The git directory and, when different, its common directory; each becomes a mount point.
+    pub dirs: Vec<Mounted>,
+    /// The existing entries that stay read-only even with `allow_git_mutations`
+    /// (`config`, `config.worktree`, `commondir`, `hooks/`, `info/`, `objects/info/alternates`).
+    pub protected: Vec<(PathBuf, Kind)>,
+}
+
+/// Whether the sandbox may change the git directory (`allow_git_mutations`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GitMutations {
+    Deny,
+    Allow,
+}
+
+/// The host facts the plan is built from; gathered by `facts::gather`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub system: Vec<SystemEntry>,
+    pub workspace: Mounted,
+    pub git: Option<GitLayout>,
+    pub git_mutations: GitMutations,
+    pub read_only: Vec<Mounted>,
+    /// Existing paths to mask (`hide`, root `.env*` files), already resolved on the host.
+    pub hide: Vec<(PathBuf, Kind)>,
+    /// Paths masked wherever they are (state dir, policy file, the cordon binary); only those
+    /// visible in the sandbox need a mount.
+    pub masks: Vec<(PathBuf, Kind)>,
+    pub home: PathBuf,
+    pub passwd: String,
+    pub group: String,
+    pub tmp_size: u64,
+}
+
+/// Builds the mount plan for `layout`. Pure.
+pub fn plan(layout: &Layout) -> MountPlan {
+    let mut steps = Vec::new();
+    for entry in &layout.system {
+        steps.push(match entry {
+            SystemEntry::Dir(path) => bind(
+                Source::Host(path.clone()),
+                path,
+                Kind::Dir,
+                Access::ReadOnly,
+            ),
+            SystemEntry::Symlink { path, points_to } => Step::Symlink {
+                path: path.clone(),
+                points_to: points_to.clone(),
+            },
+        });
+    }
+    // Generated identity files replace the host's (which list host users, irrelevant inside).
+    steps.push(Step::Generated {
+        target: "/etc/passwd".into(),
+        contents: layout.passwd.clone(),
+    });
+    steps.push(Step::Generated {
+        target: "/etc/group".into(),
+        contents: layout.group.clone(),
+    });
+
+    steps.push(Step::Tmpfs {
+        target: "/dev".into(),
+        mode: 0o755,
+        size: Some(1 << 20),
+    });
+    for name in DEVICES {
+        let path = Path::new("/dev").join(name);
+        steps.push(bind(
+            Source::Host(path.clone()),
+            &path,
+            Kind::Device,
+            Access::ReadWrite,
+        ));
+    }
+    steps.push(Step::Devpts {
+        target: "/dev/pts".into(),
+    });
+    for (link, points_to) in [
+        ("/dev/ptmx", "pts/ptmx"),
+        ("/dev/fd", "/proc/self/fd"),
+        ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"),
+        ("/dev/stderr", "/proc/self/fd/2"),
+    ] {
+        steps.push(Step::Symlink {
+            path: link.into(),
+            points_to: points_to.into(),
+        });
+    }
+    steps.push(Step::SharedTmp {
+        tmp: "/tmp".into(),
+        shm: "/dev/shm".into(),
+        size: layout.tmp_size,
+    });
+    steps.push(Step::Proc {
+        target: "/proc".into(),
+    });
+
+    // HOME on a fresh tmpfs, unless it is `/` or the workspace (or lies in it): covering the
+    // workspace would hide it.
+    let home = &layout.home;
+    if home.parent().is_some() && !home.starts_with(&layout.workspace.path) {
+        steps.push(Step::Tmpfs {
+            target: home.clone(),
+            mode: 0o700,
+            size: Some(layout.tmp_size),
+        });
+    }
+
+    for ro in &layout.read_only {
+        steps.push(bind(ro.source.clone(), &ro.path, ro.kind, Access::ReadOnly));
+    }
+    steps.push(bind(
+        layout.workspace.source.clone(),
+        &layout.workspace.path,
+        Kind::Dir,
+        Access::ReadWrite,
+    ));
+
+    if let Some(git) = &layout.git {
+        // The git directory is a mount point either way, so it can be neither renamed nor
+        // replaced; read-only as a whole unless mutations are allowed, and then the entries that
+        // would let a sandbox reconfigure the host's git (hooks, config, alternates) stay
+        // read-only.
+        let access = match layout.git_mutations {
+            GitMutations::Deny => Access::ReadOnly,
+            GitMutations::Allow => Access::ReadWrite,
+        };
+        if let Some(file) = &git.dot_git_file {
+            steps.push(bind(Source::Itself, file, Kind::File, Access::ReadOnly));
+        }
+        for dir in &git.dirs {
+            steps.push(bind(dir.source.clone(), &dir.path, Kind::Dir, access));
+        }
+        if layout.git_mutations == GitMutations::Allow {
+            for (path, kind) in &git.protected {
+                steps.push(bind(Source::Itself, path, *kind, Access::ReadOnly));
+            }
+        }
+    }
+
+    let mut visible: Vec<&Path> = layout
+        .system
+        .iter()
+        .filter_map(|e| match e {
+            SystemEntry::Dir(path) => Some(path.as_path()),
+            SystemEntry::Symlink { .. } => None,
+        })
+        .collect();
+    visible.push(&layout.workspace.path);
+    visible.extend(layout.read_only.iter().map(|m| m.path.as_path()));
+    // Only what the sandbox can see needs masking (and only that has a mount point to mask).
+    for (path, kind) in layout.hide.iter().chain(&layout.masks) {
+        if visible.iter().any(|root| path.starts_with(root)) {
+            steps.push(Step::Mask {
+                target: path.clone(),
+                kind: *kind,
+            });
+        }
+    }
+
+    // A mount must come after every mount whose target contains it; a stable sort by depth keeps
+    // the order above among equals.
+    steps.sort_by_key(|step| depth(step.target()));
+    MountPlan { steps }
+}
+
+fn bind(source: Source, target: &Path, kind: Kind, access: Access) -> Step {
+    Step::Bind {
+        source,
+        target: target.to_path_buf(),
+        kind,
+        access,
+    }
+}
+
+fn depth(path: &Path) -> usize {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,297 @@
+//! Applying a [`MountPlan`] inside the session's mount namespace (run by init, which holds every
+//! capability of the session's user namespace and none outside it).
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::{Access, Check, Kind, MountPlan, Source, Step};
+use crate::sys::mount::{self as sys, Attributes, Depth};
+
+/// Where the host's root is reachable while the new root is built.
+const OLD_ROOT: &str = "/oldroot";
+/// Scratch space in the new root for files and mounts that are bound elsewhere, then removed.
+const SCRATCH: &str = "/.cordon";
+
+/// A step of the plan failed; the session must not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {action} `{path}` while building the sandbox root")]
+pub struct MountError {
+    pub action: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+fn fail(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MountError {
+    let path = path.to_path_buf();
+    move |source| MountError {
+        action,
+        path,
+        source,
+    }
+}
+
+/// Builds the new root from `plan` and pivots into it. `fds` are the descriptors that
+/// [`Source::Descriptor`] steps index.
+pub(crate) fn apply(plan: &MountPlan, fds: &[OwnedFd]) -> Result<(), MountError> {
+    use libc::{MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_REC};
+    let root = Path::new("/");
+    // No mount event of ours may reach the host, and none of the host's may reach us.
+    sys::mount(None, root, None, MS_REC | MS_PRIVATE, None).map_err(fail("make private", root))?;
+    // The new root: a tmpfs that will only hold mount points. Mounted over the host's /tmp in our
+    // own namespace (the host never sees it), then pivoted into, which puts the whole host tree
+    // at /oldroot for the binds below.
+    let staging = Path::new("/tmp");
+    sys::mount(
+        Some("tmpfs"),
+        staging,
+        Some("tmpfs"),
+        MS_NOSUID | MS_NODEV,
+        Some("mode=0755,size=4m"),
+    )
+    .map_err(fail("mount the root tmpfs at", staging))?;
+    std::env::set_current_dir(staging).map_err(fail("enter", staging))?;
+    fs::create_dir("oldroot").map_err(fail("create", Path::new("/tmp/oldroot")))?;
+    sys::pivot_root(Path::new("."), Path::new("oldroot")).map_err(fail("pivot into", staging))?;
+    std::env::set_current_dir(root).map_err(fail("enter", root))?;
+    mkdir(Path::new(SCRATCH), 0o700)?;
+
+    for step in &plan.steps {
+        apply_step(step, fds)?;
+    }
+
+    // procfs was mounted above, while a full procfs (the host's, under /oldroot) was still
+    // visible: the kernel refuses a new procfs otherwise. Now the host tree goes away for good.
+    let old = Path::new(OLD_ROOT);
+    sys::unmount_detach(old).map_err(fail("detach", old))?;
+    fs::remove_dir(old).map_err(fail("remove", old))?;
+    let scratch = Path::new(SCRATCH);
+    fs::remove_dir_all(scratch).map_err(fail("remove", scratch))?;
+    let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | MS_NOSUID | MS_NODEV;
+    sys::mount(None, root, None, flags, None).map_err(fail("make read-only", root))?;
+    Ok(())
+}
+
+fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
+    use libc::{MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY};
+    match step {
+        Step::Bind {
+            source,
+            target,
+            kind,
+            access,
+        } => bind(source, target, *kind, *access, fds),
+        Step::Symlink { path, points_to } => {
+            parents(path)?;
+            std::os::unix::fs::symlink(points_to, path).map_err(fail("create the symlink", path))
+        }
+        Step::Tmpfs { target, mode, size } => {
+            mount_point(target, Kind::Dir)?;
+            let mut data = format!("mode={mode:o}");
+            if let Some(size) = size {
+                data.push_str(&format!(",size={size}"));
+            }
+            sys::mount(
+                Some("tmpfs"),
+                target,
+                Some("tmpfs"),
+                MS_NOSUID | MS_NODEV,
+                Some(&data),
+            )
+            .map_err(fail("mount a tmpfs at", target))
+        }
+        Step::SharedTmp { tmp, shm, size } => {
+            // One tmpfs, two directories bound out of it, then the tmpfs itself detached: /tmp
+            // and /dev/shm share one size cap.
+            let shared = Path::new(SCRATCH).join("tmp");
+            mkdir(&shared, 0o700)?;
+            let data = format!("mode=0755,size={size}");
+            sys::mount(
+                Some("tmpfs"),
+                &shared,
+                Some("tmpfs"),
+                MS_NOSUID | MS_NODEV,
+                Some(&data),
+            )
+            .map_err(fail("mount a tmpfs at", &shared))?;
+            for (name, target) in [("tmp", tmp), ("shm", shm)] {
+                let dir = shared.join(name);
+                mkdir(&dir, 0o1777)?;
+                fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777))
+                    .map_err(fail("set the mode of", &dir))?;
+                bind_path(&dir, target, Kind::Dir, Access::ReadWrite)?;
+            }
+            sys::unmount_detach(&shared).map_err(fail("detach", &shared))
+        }
+        Step::Proc { target } => {
+            mount_point(target, Kind::Dir)?;
+            sys::mount(
+                Some("proc"),
+                target,
+                Some("proc"),
+                MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                None,
+            )
+            .map_err(fail("mount procfs at", target))
+        }
+        Step::Devpts { target } => {
+            mount_point(target, Kind::Dir)?;
+            sys::mount(
+                Some("devpts"),
+                target,
+                Some("devpts"),
+                MS_NOSUID | MS_NOEXEC,
+                Some("newinstance,ptmxmode=0666,mode=0620"),
+            )
+            .map_err(fail("mount devpts at", target))
+        }
+        Step::Generated { target, contents } => {
+            let file = Path::new(SCRATCH).join(target.file_name().unwrap_or_default());
+            fs::write(&file, contents).map_err(fail("write", &file))?;
+            fs::set_permissions(&file, fs::Permissions::from_mode(0o644))
+                .map_err(fail("set the mode of", &file))?;
+            bind_path(&file, target, Kind::File, Access::ReadOnly)
+        }
+        Step::Mask { target, kind } => match kind {
+            Kind::Dir => sys::mount(
+                Some("tmpfs"),
+                target,
+                Some("tmpfs"),
+                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                Some("mode=000"),
+            )
+            .map_err(fail("mask", target)),
+            Kind::File | Kind::Device => {
+                bind_path(Path::new("/dev/null"), target, Kind::File, Access::ReadOnly)
+            }
+        },
+    }
+}
+
+fn bind(
+    source: &Source,
+    target: &Path,
+    kind: Kind,
+    access: Access,
+    fds: &[OwnedFd],
+) -> Result<(), MountError> {
+    match source {
+        Source::Host(path) => {
+            let host = Path::new(OLD_ROOT).join(path.strip_prefix("/").unwrap_or(path));
+            bind_path(&host, target, kind, access)
+        }
+        Source::Itself => bind_path(target, target, kind, access),
+        Source::Descriptor { index, check } => {
+            let fd = fds.get(*index).ok_or_else(|| MountError {
+                action: "find the descriptor for",
+                path: target.to_path_buf(),
+                source: io::Error::from_raw_os_error(libc::EBADF),
+            })?;
+            let tree = match check {
+                Check::Detached => fd.try_clone().map_err(fail("use the mount for", target))?,
+                Check::SameObjectAs(path) => {
+                    let host = Path::new(OLD_ROOT).join(path.strip_prefix("/").unwrap_or(path));
+                    let opened = open_path(&host)?;
+                    let (want, got) = (
+                        fs::File::from(fd.try_clone().map_err(fail("use", target))?),
+                        fs::File::from(opened),
+                    );
+                    let (want, got) = (
+                        want.metadata().map_err(fail("inspect", path))?,
+                        got.metadata().map_err(fail("inspect", path))?,
+                    );
+                    if (want.dev(), want.ino()) != (got.dev(), got.ino()) {
+                        // The path now names something else than when the session was
+                        // configured (a symlink or rename swap): refuse rather than guess.
+                        return Err(MountError {
+                            action: "verify",
+                            path: path.clone(),
+                            source: io::Error::from_raw_os_error(libc::ESTALE),
+                        });
+                    }
+                    let opened = open_path(&host)?;
+                    sys::clone_tree(opened.as_fd(), Depth::Recursive)
+                        .map_err(fail("clone the mount of", path))?
+                }
+            };
+            attach(tree, target, kind, access)
+        }
+    }
+}
+
+fn bind_path(source: &Path, target: &Path, kind: Kind, access: Access) -> Result<(), MountError> {
+    let opened = open_path(source)?;
+    let tree = sys::clone_tree(opened.as_fd(), Depth::Recursive)
+        .map_err(fail("clone the mount of", source))?;
+    attach(tree, target, kind, access)
+}
+
+fn attach(tree: OwnedFd, target: &Path, kind: Kind, access: Access) -> Result<(), MountError> {
+    mount_point(target, kind)?;
+    sys::attach(tree.as_fd(), target).map_err(fail("mount at", target))?;
+    let mut set = sys::NO_SUID;
+    if kind != Kind::Device {
+        set |= sys::NO_DEV;
+    }
+    if access == Access::ReadOnly {
+        set |= sys::READ_ONLY;
+    }
+    sys::set_attributes(
+        tree.as_fd(),
+        Depth::Recursive,
+        Attributes {
+            set,
+            ..Attributes::default()
+        },
+    )
+    .map_err(fail("set the mount flags of", target))
+}
+
+fn open_path(path: &Path) -> Result<OwnedFd, MountError> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(fail("open", path))?;
+    Ok(OwnedFd::from(file))
+}
+
+/// Makes sure `path` exists as something a `kind` can be mounted on, creating it (and its
+/// parents) in the root tmpfs when missing.
+fn mount_point(path: &Path, kind: Kind) -> Result<(), MountError> {
+    if fs::symlink_metadata(path).is_ok() {
+        return Ok(());
+    }
+    parents(path)?;
+    match kind {
+        Kind::Dir => mkdir(path, 0o755),
+        Kind::File | Kind::Device => fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(path)
+            .map(drop)
+            .map_err(fail("create the mount point", path)),
+    }
+}
+
+fn parents(path: &Path) -> Result<(), MountError> {
+    match path.parent() {
+        Some(parent) if fs::symlink_metadata(parent).is_err() => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)
+            .map_err(fail("create", parent)),
+        _ => Ok(()),
+    }
+}
+
+fn mkdir(path: &Path, mode: u32) -> Result<(), MountError> {
+    fs::DirBuilder::new()
+        .mode(mode)
+        .create(path)
+        .map_err(fail("create", path))
+}

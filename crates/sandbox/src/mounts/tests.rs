@@ -1,0 +1,286 @@
+//! The mount plan as data: each case is a layout and the exact steps it must produce, rendered one
+//! per line so a table row reads like the mount list it describes.
+
+use super::*;
+
+fn describe(step: &Step) -> String {
+    let access = |a: &Access| match a {
+        Access::ReadOnly => "ro",
+        Access::ReadWrite => "rw",
+    };
+    match step {
+        Step::Bind {
+            source,
+            target,
+            kind,
+            access: a,
+        } => {
+            let source = match source {
+                Source::Host(path) => format!("host:{}", path.display()),
+                Source::Descriptor {
+                    index,
+                    check: Check::Detached,
+                } => format!("fd{index}"),
+                Source::Descriptor {
+                    index,
+                    check: Check::SameObjectAs(path),
+                } => format!("fd{index}={}", path.display()),
+                Source::Itself => "itself".into(),
+            };
+            format!("bind {} {source} {} {kind:?}", access(a), target.display())
+        }
+        Step::Symlink { path, points_to } => {
+            format!("symlink {} -> {}", path.display(), points_to.display())
+        }
+        Step::Tmpfs { target, mode, size } => {
+            format!("tmpfs {} {mode:o} {size:?}", target.display())
+        }
+        Step::SharedTmp { tmp, shm, size } => {
+            format!("sharedtmp {} {} {size}", tmp.display(), shm.display())
+        }
+        Step::Proc { target } => format!("proc {}", target.display()),
+        Step::Devpts { target } => format!("devpts {}", target.display()),
+        Step::Generated { target, contents } => format!(
+            "generated {} {}",
+            target.display(),
+            contents.lines().count()
+        ),
+        Step::Mask { target, kind } => format!("mask {} {kind:?}", target.display()),
+    }
+}
+
+/// The steps every session has, after the system directories.
+const BASE: [&str; 17] = [
+    "tmpfs /dev 755 Some(1048576)",
+    "symlink /bin -> usr/bin",
+    "proc /proc",
+    "tmpfs /root 700 Some(1000)",
+    "generated /etc/passwd 2",
+    "generated /etc/group 2",
+    "bind rw host:/dev/null /dev/null Device",
+    "bind rw host:/dev/zero /dev/zero Device",
+    "bind rw host:/dev/full /dev/full Device",
+    "bind rw host:/dev/random /dev/random Device",
+    "bind rw host:/dev/urandom /dev/urandom Device",
+    "bind rw host:/dev/tty /dev/tty Device",
+    "devpts /dev/pts",
+    "symlink /dev/ptmx -> pts/ptmx",
+    "symlink /dev/fd -> /proc/self/fd",
+    "symlink /dev/stdin -> /proc/self/fd/0",
+    "symlink /dev/stdout -> /proc/self/fd/1",
+];
+
+fn layout() -> Layout {
+    Layout {
+        system: vec![
+            SystemEntry::Dir("/usr".into()),
+            SystemEntry::Symlink {
+                path: "/bin".into(),
+                points_to: "usr/bin".into(),
+            },
+            SystemEntry::Dir("/etc".into()),
+        ],
+        workspace: Mounted {
+            path: "/work/ws".into(),
+            source: Source::Descriptor {
+                index: 0,
+                check: Check::Detached,
+            },
+            kind: Kind::Dir,
+        },
+        git: None,
+        git_mutations: GitMutations::Deny,
+        read_only: Vec::new(),
+        hide: Vec::new(),
+        masks: Vec::new(),
+        home: "/root".into(),
+        passwd: "a\nb\n".into(),
+        group: "a\nb\n".into(),
+        tmp_size: 1000,
+    }
+}
+
+fn check(layout: Layout, expected_extra: &[&str]) {
+    let actual: Vec<String> = plan(&layout).steps.iter().map(describe).collect();
+    let mut expected: Vec<String> = vec![
+        "bind ro host:/usr /usr Dir".into(),
+        "bind ro host:/etc /etc Dir".into(),
+    ];
+    expected.extend(BASE.iter().map(|s| s.to_string()));
+    expected.extend([
+        "symlink /dev/stderr -> /proc/self/fd/2".to_string(),
+        "sharedtmp /tmp /dev/shm 1000".to_string(),
+    ]);
+    expected.push("bind rw fd0 /work/ws Dir".into());
+    expected.extend(expected_extra.iter().map(|s| s.to_string()));
+    // Order matters only between a mount and the mounts below it; compare as the plan orders.
+    let mut sorted_expected = expected.clone();
+    sorted_expected.sort();
+    let mut sorted_actual = actual.clone();
+    sorted_actual.sort();
+    assert_eq!(
+        sorted_actual,
+        sorted_expected,
+        "the plan has other steps:\n{}",
+        actual.join("\n")
+    );
+    for (i, step) in plan(&layout).steps.iter().enumerate() {
+        for later in &plan(&layout).steps[i + 1..] {
+            assert!(
+                !(step.target() != later.target() && step.target().starts_with(later.target())),
+                "{} is mounted before {}, which covers it",
+                describe(step),
+                describe(later)
+            );
+        }
+    }
+}
+
+#[test]
+fn the_root_holds_the_system_dirs_dev_proc_tmp_home_and_workspace_only() {
+    check(layout(), &[]);
+}
+
+#[test]
+fn read_only_paths_and_hidden_paths_are_mounted_in_order() {
+    let mut l = layout();
+    l.read_only.push(Mounted {
+        path: "/opt/sdk".into(),
+        source: Source::Descriptor {
+            index: 1,
+            check: Check::Detached,
+        },
+        kind: Kind::Dir,
+    });
+    l.hide = vec![
+        ("/work/ws/secrets".into(), Kind::Dir),
+        ("/work/ws/.env".into(), Kind::File),
+    ];
+    check(
+        l,
+        &[
+            "bind ro fd1 /opt/sdk Dir",
+            "mask /work/ws/secrets Dir",
+            "mask /work/ws/.env File",
+        ],
+    );
+}
+
+#[test]
+fn masks_apply_only_where_the_sandbox_can_see_the_path() {
+    let mut l = layout();
+    l.masks = vec![
+        ("/usr/local/bin/cordon".into(), Kind::File),
+        ("/work/ws/state".into(), Kind::Dir),
+        ("/home/ada/.config/cordon/policy.toml".into(), Kind::File),
+        ("/srv/state".into(), Kind::Dir),
+    ];
+    check(
+        l,
+        &["mask /usr/local/bin/cordon File", "mask /work/ws/state Dir"],
+    );
+}
+
+#[test]
+fn the_git_directory_is_a_read_only_mount_point() {
+    let mut l = layout();
+    l.git = Some(GitLayout {
+        dot_git_file: None,
+        dirs: vec![Mounted {
+            path: "/work/ws/.git".into(),
+            source: Source::Itself,
+            kind: Kind::Dir,
+        }],
+        protected: vec![
+            ("/work/ws/.git/config".into(), Kind::File),
+            ("/work/ws/.git/hooks".into(), Kind::Dir),
+        ],
+    });
+    check(l, &["bind ro itself /work/ws/.git Dir"]);
+}
+
+#[test]
+fn allowed_git_mutations_keep_config_and_hooks_read_only() {
+    let mut l = layout();
+    l.git_mutations = GitMutations::Allow;
+    l.git = Some(GitLayout {
+        dot_git_file: None,
+        dirs: vec![Mounted {
+            path: "/work/ws/.git".into(),
+            source: Source::Itself,
+            kind: Kind::Dir,
+        }],
+        protected: vec![
+            ("/work/ws/.git/config".into(), Kind::File),
+            ("/work/ws/.git/hooks".into(), Kind::Dir),
+        ],
+    });
+    check(
+        l,
+        &[
+            "bind rw itself /work/ws/.git Dir",
+            "bind ro itself /work/ws/.git/config File",
+            "bind ro itself /work/ws/.git/hooks Dir",
+        ],
+    );
+}
+
+#[test]
+fn a_worktree_binds_its_dot_git_file_and_both_git_dirs() {
+    let mut l = layout();
+    l.git = Some(GitLayout {
+        dot_git_file: Some("/work/ws/.git".into()),
+        dirs: vec![
+            Mounted {
+                path: "/src/main/.git/worktrees/ws".into(),
+                source: Source::Descriptor {
+                    index: 1,
+                    check: Check::Detached,
+                },
+                kind: Kind::Dir,
+            },
+            Mounted {
+                path: "/src/main/.git".into(),
+                source: Source::Descriptor {
+                    index: 2,
+                    check: Check::Detached,
+                },
+                kind: Kind::Dir,
+            },
+        ],
+        protected: Vec::new(),
+    });
+    check(
+        l,
+        &[
+            "bind ro itself /work/ws/.git File",
+            "bind ro fd1 /src/main/.git/worktrees/ws Dir",
+            "bind ro fd2 /src/main/.git Dir",
+        ],
+    );
+}
+
+#[test]
+fn home_inside_the_workspace_gets_no_tmpfs_over_it() {
+    let mut l = layout();
+    l.home = "/work/ws".into();
+    let steps: Vec<String> = plan(&l).steps.iter().map(describe).collect();
+    assert!(
+        !steps.iter().any(|s| s.starts_with("tmpfs /work/ws")),
+        "{steps:#?}"
+    );
+}
+
+#[test]
+fn a_workspace_under_tmp_is_mounted_after_the_private_tmp() {
+    let mut l = layout();
+    l.workspace.path = "/tmp/x/ws".into();
+    let steps = plan(&l).steps;
+    let position = |prefix: &str| {
+        steps
+            .iter()
+            .position(|s| describe(s).starts_with(prefix))
+            .expect(prefix)
+    };
+    assert!(position("sharedtmp /tmp") < position("bind rw fd0 /tmp/x/ws"));
+}

@@ -1,0 +1,440 @@
+//! A session: one sandbox kept alive for a step attempt. [`Session::open`] checks the kernel's
+//! layers (fail closed), gathers the host facts, clones init into fresh namespaces from the
+//! spawner thread, writes the id maps and sends the setup; [`Session::exec`] runs one command in
+//! it; [`Session::close`] (or drop) kills init, and with it — the kernel guarantees this for a
+//! PID namespace's init — every process in the session, daemonised or not.
+
+mod spawner;
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::config::SessionConfig;
+use crate::environment::{self, EnvInput};
+use crate::error::SandboxError;
+use crate::exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
+use crate::facts;
+use crate::identity::{Identity, Privilege, SetGroups};
+use crate::init;
+use crate::probe::{Layer, Probe};
+use crate::sys;
+use crate::sys::fd::Poll;
+use crate::sys::process::WorkloadStage;
+use crate::sys::spawn::{Groups, ImageFds, InitImage, Spawned, Stage};
+use crate::wire::{self, ExecSpec, FromInit, ToInit};
+
+/// Every namespace a session gets. The network namespace has only `lo`.
+const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP;
+
+/// How long init may take to build the root before the session is given up.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most bytes read from one output pipe per wake-up (a pipe holds 64 KiB by default, at most
+/// 1 MiB).
+const DRAIN_BUDGET: usize = 1 << 20;
+
+/// After a timeout has killed a command's tree, how long to wait for init to report the exit
+/// before the whole session is killed instead.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// One live sandbox.
+pub struct Session {
+    control: OwnedFd,
+    init: Spawned,
+    workspace: PathBuf,
+    identity: Identity,
+    env: EnvInput,
+    closed: bool,
+}
+
+impl Session {
+    /// Starts a sandbox as `config` describes. Refuses (nothing runs) when a required layer is
+    /// missing; see [`SandboxError::Refused`].
+    pub fn open(config: SessionConfig) -> Result<Session, SandboxError> {
+        let identity = facts::identity();
+        refuse_missing_layers(identity.privilege)?;
+
+        let (control, init_end) =
+            sys::fd::socket_pair().map_err(SandboxError::start("create the control socket"))?;
+        let (sync_read, sync_write) =
+            sys::fd::pipe().map_err(SandboxError::start("create a pipe"))?;
+        let (report_read, report_write) =
+            sys::fd::pipe().map_err(SandboxError::start("create a pipe"))?;
+        let null = OwnedFd::from(
+            fs::File::open("/dev/null").map_err(SandboxError::start("open /dev/null"))?,
+        );
+        let groups = match identity.privilege {
+            Privilege::Root => Groups::Clear,
+            Privilege::Unprivileged => Groups::Keep,
+        };
+        let fds = ImageFds {
+            exe: config.init.fd().as_fd(),
+            control: init_end.as_fd(),
+            sync: sync_read.as_fd(),
+            report: report_write.as_fd(),
+            null: null.as_fd(),
+        };
+        let image = InitImage::new(&fds, init::ARGV0, identity.uid, identity.gid, groups);
+        let spawned = spawner::clone_init(image, NAMESPACES)
+            .map_err(SandboxError::start("create the sandbox namespaces"))?;
+        drop((init_end, sync_read, report_write, null));
+        let session = Session {
+            control,
+            init: spawned,
+            workspace: config.workspace.path().to_path_buf(),
+            env: EnvInput {
+                host: std::env::vars_os().collect(),
+                home: identity.home.clone(),
+                user: OsString::from(&identity.name),
+                ..EnvInput::default()
+            },
+            identity,
+            closed: false,
+        };
+
+        // On any failure below, dropping `session` kills init.
+        write_maps(session.init.pid, &session.identity)?;
+        sys::fd::write_all(sync_write.as_fd(), b"1")
+            .map_err(|e| report_failure(report_read.as_fd(), e))?;
+        drop(sync_write);
+        // Init is now exec'ing (loading the binary takes a while); gather the host facts
+        // meanwhile. Nothing depends on them before the setup message.
+        let facts = facts::gather(&config, &session.identity)?;
+        let borrowed: Vec<BorrowedFd<'_>> = facts.fds.iter().map(AsFd::as_fd).collect();
+        wire::send(
+            session.control.as_fd(),
+            &ToInit::Setup(Box::new(facts.setup)),
+            &borrowed,
+        )
+        .map_err(|e| report_failure(report_read.as_fd(), e))?;
+        drop(facts.fds);
+        let mut ready = [Poll {
+            fd: session.control.as_raw_fd(),
+            readable: false,
+        }];
+        if sys::fd::poll(&mut ready, SETUP_TIMEOUT.as_millis() as i32)
+            .map_err(SandboxError::start("wait for the sandbox"))?
+            == 0
+        {
+            return Err(SandboxError::Setup {
+                message: format!("init did not finish within {} s", SETUP_TIMEOUT.as_secs()),
+            });
+        }
+        match wire::receive::<FromInit>(&session.control) {
+            Ok(Some((FromInit::Ready, _))) => Ok(session),
+            Ok(Some((FromInit::SetupFailed { message }, _))) => {
+                Err(SandboxError::Setup { message })
+            }
+            Ok(Some((other, _))) => Err(SandboxError::Setup {
+                message: format!("unexpected message from init: {other:?}"),
+            }),
+            Ok(None) => Err(report_failure(
+                report_read.as_fd(),
+                io::ErrorKind::UnexpectedEof.into(),
+            )),
+            Err(e) => Err(report_failure(report_read.as_fd(), e)),
+        }
+    }
+
+    /// The workspace path (the same inside and outside).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// Who the sandboxed processes are.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Runs one command and waits for it, passing output chunks to `on_output` as they arrive.
+    /// The command's completion is its own exit: background children it leaves keep running in
+    /// the session (their later output is dropped), until the session closes.
+    pub fn exec(
+        &mut self,
+        request: &ExecRequest,
+        on_output: &mut dyn FnMut(Stream, &[u8]),
+    ) -> Result<ExecOutcome, SandboxError> {
+        let started = Instant::now();
+        if request.argv.is_empty() {
+            return Err(SandboxError::InvalidRequest {
+                reason: "the command is empty",
+            });
+        }
+        if request
+            .argv
+            .iter()
+            .chain(request.env.iter().flat_map(|(k, v)| [k, v]))
+            .any(|s| s.contains('\0'))
+        {
+            return Err(SandboxError::InvalidRequest {
+                reason: "arguments and variables cannot contain NUL bytes",
+            });
+        }
+        let mut input = self.env.clone();
+        input.declared = request
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        let env = environment::build(&input)
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        let cwd = request
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.workspace.clone());
+        let spec = ExecSpec {
+            argv: request.argv.clone(),
+            cwd: cwd.clone(),
+            env,
+        };
+
+        let pipe = || sys::fd::pipe().map_err(SandboxError::start("create a pipe"));
+        let (out_read, out_write) = pipe()?;
+        let (err_read, err_write) = pipe()?;
+        let mut feeder = None;
+        let stdin: OwnedFd = match &request.stdin {
+            Stdin::Null => null()?,
+            Stdin::Inherit => {
+                match sys::fd::dup_stdin().map_err(SandboxError::start("pass standard input"))? {
+                    Some(fd) => fd,
+                    // No standard input here: the command gets end of file, as from /dev/null.
+                    None => null()?,
+                }
+            }
+            Stdin::Bytes(bytes) => {
+                let (read, write) = pipe()?;
+                let bytes = bytes.clone();
+                // Written from a thread so a command that reads nothing cannot block us; a
+                // command that exits early makes the write fail with EPIPE, which is fine.
+                feeder = Some(std::thread::spawn(move || {
+                    let _ = sys::fd::write_all(write.as_fd(), &bytes);
+                }));
+                read
+            }
+        };
+        wire::send(
+            self.control.as_fd(),
+            &ToInit::Exec(spec),
+            &[stdin.as_fd(), out_write.as_fd(), err_write.as_fd()],
+        )
+        .map_err(|e| SandboxError::Lost { source: Some(e) })?;
+        drop((stdin, out_write, err_write));
+        for fd in [&out_read, &err_read] {
+            sys::fd::set_nonblocking(fd.as_fd())
+                .map_err(SandboxError::start("configure an output pipe"))?;
+        }
+
+        let limit = request.capture_limit;
+        let mut captures = [Capture::default(), Capture::default()];
+        let mut open = [Some(out_read), Some(err_read)];
+        let mut deadline = request.timeout.map(|t| started + t);
+        let mut timed_out = false;
+        let mut buf = vec![0u8; 64 << 10];
+        let status = loop {
+            let mut polls = vec![Poll {
+                fd: self.control.as_raw_fd(),
+                readable: false,
+            }];
+            for fd in open.iter().flatten() {
+                polls.push(Poll {
+                    fd: fd.as_raw_fd(),
+                    readable: false,
+                });
+            }
+            let wait = deadline.map_or(-1, |d| {
+                d.saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32
+            });
+            sys::fd::poll(&mut polls, wait).map_err(|e| SandboxError::Lost { source: Some(e) })?;
+            drain(&mut open, &mut captures, &mut buf, limit, on_output);
+            if polls[0].readable {
+                match wire::receive::<FromInit>(&self.control)
+                    .map_err(|e| SandboxError::Lost { source: Some(e) })?
+                {
+                    None => return Err(SandboxError::Lost { source: None }),
+                    Some((FromInit::Exited { code, signal }, _)) => {
+                        break match (code, signal) {
+                            (_, Some(signal)) => ExitStatus::Signal(signal),
+                            (Some(code), None) => ExitStatus::Code(code),
+                            (None, None) => ExitStatus::Code(0),
+                        };
+                    }
+                    Some((FromInit::SpawnFailed { stage, errno }, _)) => {
+                        let source = io::Error::from_raw_os_error(errno);
+                        break match stage {
+                            WorkloadStage::Exec
+                                if errno == libc::ENOENT || errno == libc::ENOTDIR =>
+                            {
+                                ExitStatus::NotFound
+                            }
+                            WorkloadStage::Exec => ExitStatus::NotExecutable,
+                            WorkloadStage::Directory => {
+                                return Err(SandboxError::WorkingDirectory { path: cwd, source });
+                            }
+                            stage => return Err(SandboxError::Workload { stage, source }),
+                        };
+                    }
+                    Some((other, _)) => {
+                        return Err(SandboxError::Setup {
+                            message: format!("unexpected message from init: {other:?}"),
+                        });
+                    }
+                }
+            }
+            match deadline {
+                Some(d) if Instant::now() >= d && !timed_out => {
+                    timed_out = true;
+                    wire::send(self.control.as_fd(), &ToInit::KillTree, &[])
+                        .map_err(|e| SandboxError::Lost { source: Some(e) })?;
+                    deadline = Some(Instant::now() + KILL_GRACE);
+                }
+                Some(d) if Instant::now() >= d => {
+                    // Init did not report the killed command in time: end the whole session.
+                    self.kill();
+                    return Err(SandboxError::Lost { source: None });
+                }
+                _ => {}
+            }
+        };
+        // Whatever the command wrote before exiting is in the pipes now; take it without waiting
+        // for background children that may hold the write ends.
+        drain(&mut open, &mut captures, &mut buf, limit, on_output);
+        drop(feeder);
+        let [stdout, stderr] = captures;
+        Ok(ExecOutcome {
+            status,
+            timed_out,
+            stdout,
+            stderr,
+            duration: started.elapsed(),
+        })
+    }
+
+    /// Ends the session: kills init and so every process in it, and waits until they are gone.
+    pub fn close(mut self) {
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let _ = sys::process::pidfd_kill(self.init.pidfd.as_fd());
+        let _ = sys::process::pidfd_wait(self.init.pidfd.as_fd());
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Reads what each open pipe holds right now, closing those at end of file.
+fn drain(
+    open: &mut [Option<OwnedFd>; 2],
+    captures: &mut [Capture; 2],
+    buf: &mut [u8],
+    limit: usize,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+) {
+    for (index, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+        // Bounded, so a background process that writes without pause can neither starve the
+        // control socket nor keep the final drain (after the command exited) going forever.
+        // Whatever the command itself wrote fits: it cannot have written more than a pipe holds
+        // without us reading.
+        let mut budget = DRAIN_BUDGET;
+        while let Some(fd) = open[index].as_ref().filter(|_| budget > 0) {
+            match sys::fd::read(fd.as_fd(), buf) {
+                Ok(0) => open[index] = None,
+                Ok(n) => {
+                    budget = budget.saturating_sub(n);
+                    on_output(stream, &buf[..n]);
+                    captures[index].push(&buf[..n], limit);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => open[index] = None,
+            }
+        }
+    }
+}
+
+fn null() -> Result<OwnedFd, SandboxError> {
+    let file = fs::File::open("/dev/null").map_err(SandboxError::start("open /dev/null"))?;
+    Ok(OwnedFd::from(file))
+}
+
+/// Writes the session's uid and gid maps (from the host side, which has the rights the child
+/// lacks).
+fn write_maps(pid: i32, identity: &Identity) -> Result<(), SandboxError> {
+    let maps = identity.maps();
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    if maps.setgroups == SetGroups::Deny {
+        fs::write(proc.join("setgroups"), "deny")
+            .map_err(SandboxError::start("deny setgroups in the sandbox"))?;
+    }
+    fs::write(proc.join("uid_map"), &maps.uid_map)
+        .map_err(SandboxError::start("write the sandbox's uid map"))?;
+    fs::write(proc.join("gid_map"), &maps.gid_map)
+        .map_err(SandboxError::start("write the sandbox's gid map"))?;
+    Ok(())
+}
+
+/// The error for an init that died before it could answer: the step it reported on the report
+/// pipe, or `cause`.
+fn report_failure(report: BorrowedFd<'_>, cause: io::Error) -> SandboxError {
+    match sys::spawn::read_report(report) {
+        Ok(Some((stage, errno))) => {
+            let stage = Stage::from_code(stage)
+                .map_or_else(|| format!("step {stage}"), |s| format!("{s:?}"));
+            SandboxError::Start {
+                action: format!("prepare init ({stage})"),
+                source: io::Error::from_raw_os_error(errno),
+            }
+        }
+        _ => SandboxError::Start {
+            action: "start init".into(),
+            source: cause,
+        },
+    }
+}
+
+/// Fails closed: the first missing required layer refuses the session, naming the layer and the
+/// remedy. As root the idmapped workspace is required too (DESIGN §4: needed as root).
+fn refuse_missing_layers(privilege: Privilege) -> Result<(), SandboxError> {
+    let probe = Probe::detect();
+    let mut missing: Vec<_> = probe.missing_required();
+    if privilege == Privilege::Root && !probe.is_available(Layer::IdmappedMounts) {
+        missing.push(probe.layer(Layer::IdmappedMounts));
+    }
+    match missing.first() {
+        None => Ok(()),
+        Some(status) => Err(SandboxError::Refused {
+            layer: status.layer.as_str(),
+            detail: status.detail.clone(),
+            remedy: status
+                .remedy
+                .clone()
+                .unwrap_or_else(|| "run `cordon doctor`".into()),
+        }),
+    }
+}

@@ -1,0 +1,144 @@
+//! The mount system calls, old (`mount`, `umount2`, `pivot_root`) and new (`open_tree`,
+//! `move_mount`, `mount_setattr`), for building a session's root.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::ptr;
+
+use super::{check, check_long, cstring};
+
+/// `mount(2)` with optional source, type and data.
+pub(crate) fn mount(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let c = |s: Option<&str>| {
+        s.map(|s| CString::new(s).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL)))
+            .transpose()
+    };
+    let (source, fstype, data) = (c(source)?, c(fstype)?, c(data)?);
+    let target = cstring(target)?;
+    let opt = |s: &Option<CString>| s.as_deref().map_or(ptr::null(), CStr::as_ptr);
+    // SAFETY: every pointer is either null or a NUL-terminated string alive for the call.
+    check(unsafe {
+        libc::mount(
+            opt(&source),
+            target.as_ptr(),
+            opt(&fstype),
+            flags,
+            opt(&data).cast(),
+        )
+    })?;
+    Ok(())
+}
+
+/// Detaches the mount at `target` lazily (`MNT_DETACH`).
+pub(crate) fn unmount_detach(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: `target` is a NUL-terminated string alive for the call.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })?;
+    Ok(())
+}
+
+/// `pivot_root(new_root, put_old)`.
+pub(crate) fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
+    let new_root = cstring(new_root)?;
+    let put_old = cstring(put_old)?;
+    // SAFETY: both arguments are NUL-terminated strings alive for the call.
+    check_long(unsafe {
+        libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr())
+    })?;
+    Ok(())
+}
+
+/// Whether [`clone_tree`] copies the mounts below the top one too.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Depth {
+    Top,
+    Recursive,
+}
+
+/// A detached copy of the mount (tree) at the object `fd` refers to: `open_tree(OPEN_TREE_CLONE)`.
+/// The copy belongs to no namespace until [`attach`] puts it somewhere.
+pub(crate) fn clone_tree(fd: BorrowedFd<'_>, depth: Depth) -> io::Result<OwnedFd> {
+    let mut flags =
+        libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as libc::c_uint;
+    if matches!(depth, Depth::Recursive) {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: the path is an empty NUL-terminated string; AT_EMPTY_PATH makes `fd` the object.
+    let rc = check_long(unsafe {
+        libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags)
+    })?;
+    // SAFETY: on success the result is a fresh descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as libc::c_int) })
+}
+
+/// Attaches the detached mount `fd` at `target`: `move_mount(MOVE_MOUNT_F_EMPTY_PATH)`.
+pub(crate) fn attach(fd: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: both paths are NUL-terminated strings alive for the call.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })?;
+    Ok(())
+}
+
+/// Mount attributes to set with [`set_attributes`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Attributes {
+    pub set: u64,
+    pub clear: u64,
+    /// A user namespace whose mapping becomes the mount's idmapping (`MOUNT_ATTR_IDMAP`).
+    pub userns: Option<libc::c_int>,
+}
+
+pub(crate) const READ_ONLY: u64 = libc::MOUNT_ATTR_RDONLY;
+pub(crate) const NO_SUID: u64 = libc::MOUNT_ATTR_NOSUID;
+pub(crate) const NO_DEV: u64 = libc::MOUNT_ATTR_NODEV;
+
+/// `mount_setattr` on the mount `fd` refers to, and with `Depth::Recursive` every mount below it.
+pub(crate) fn set_attributes(
+    fd: BorrowedFd<'_>,
+    depth: Depth,
+    attrs: Attributes,
+) -> io::Result<()> {
+    let mut attr = libc::mount_attr {
+        attr_set: attrs.set,
+        attr_clr: attrs.clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    if let Some(userns) = attrs.userns {
+        attr.attr_set |= libc::MOUNT_ATTR_IDMAP;
+        attr.userns_fd = userns as u64;
+    }
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if matches!(depth, Depth::Recursive) {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: `attr` is a valid `mount_attr` and its size is passed; the path is empty.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const libc::mount_attr,
+            size_of::<libc::mount_attr>(),
+        )
+    })?;
+    Ok(())
+}

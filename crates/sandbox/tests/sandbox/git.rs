@@ -1,0 +1,111 @@
+//! The git directory: a read-only mount point (cannot be written or renamed); with
+//! `allow_git_mutations` writable except what would let a sandbox reconfigure the host's git.
+
+use std::path::Path;
+
+use cordon_sandbox::Session;
+use cordon_sandbox::mounts::GitMutations;
+
+use crate::support::*;
+
+fn repository() -> tempfile::TempDir {
+    let ws = workspace();
+    for dir in [".git/objects/info", ".git/refs", ".git/hooks"] {
+        std::fs::create_dir_all(ws.path().join(dir)).expect("mkdir");
+    }
+    std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").expect("config");
+    ws
+}
+
+const PROBE: &str = "touch .git/objects/new 2>/dev/null && echo wrote-objects; \
+    echo '[x]' >> .git/config 2>/dev/null && echo wrote-config; \
+    touch .git/hooks/pre-commit 2>/dev/null && echo wrote-hook; \
+    echo /tmp > .git/commondir 2>/dev/null && echo wrote-commondir; \
+    mv .git .git-moved 2>/dev/null && echo renamed; \
+    touch control && echo wrote-workspace";
+
+fn run(ws: &Path, mutations: GitMutations) -> String {
+    let mut config = config(ws);
+    config.git_mutations = mutations;
+    let mut session = Session::open(config).expect("the session opens");
+    stdout(&sh(&mut session, PROBE))
+}
+
+#[test]
+fn git_directory_is_read_only_and_cannot_be_renamed() {
+    let ws = repository();
+    let out = run(ws.path(), GitMutations::Deny);
+    // The workspace write is the control: the probe writes where nothing stops it.
+    assert_eq!(out, "wrote-workspace\n");
+    let git = ws.path().join(".git");
+    assert!(git.join("HEAD").exists() && !ws.path().join(".git-moved").exists());
+    assert!(
+        !git.join("objects/new").exists()
+            && !git.join("hooks/pre-commit").exists()
+            && !git.join("commondir").exists()
+    );
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).expect("config"),
+        "[core]\n"
+    );
+}
+
+#[test]
+fn allowed_git_mutations_still_protect_config_and_hooks() {
+    let ws = repository();
+    let out = run(ws.path(), GitMutations::Allow);
+    assert_eq!(out, "wrote-objects\nwrote-commondir\nwrote-workspace\n");
+    let git = ws.path().join(".git");
+    assert!(git.join("objects/new").exists());
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).expect("config"),
+        "[core]\n"
+    );
+    assert!(!git.join("hooks/pre-commit").exists());
+    assert!(git.join("HEAD").exists(), "the git directory was renamed");
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.test",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run git");
+    assert!(status.success(), "git {args:?}");
+}
+
+#[test]
+fn a_worktree_sees_its_repository_read_only() {
+    let root = workspace();
+    let main = root.path().join("main");
+    std::fs::create_dir(&main).expect("mkdir");
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    git(&main, &["worktree", "add", "-q", "../wt"]);
+    let wt = root.path().join("wt");
+    let mut session = open(&wt);
+    let common = main.join(".git");
+    let script = format!(
+        "git log --format=%s; touch {0}/planted 2>/dev/null && echo planted; echo x > .git 2>/dev/null && echo repointed; touch control && echo control",
+        common.display()
+    );
+    let out = sh(&mut session, &script);
+    assert_eq!(stdout(&out), "first\ncontrol\n", "{out:?}");
+    assert!(!common.join("planted").exists());
+    assert!(
+        std::fs::read_to_string(wt.join(".git"))
+            .expect("read .git")
+            .starts_with("gitdir: ")
+    );
+}

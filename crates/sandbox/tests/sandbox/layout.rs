@@ -1,0 +1,176 @@
+//! The root: exactly the system directories and the session's own mounts; writes land only in the
+//! workspace (and the private tmpfs mounts, which the host never sees).
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path};
+
+use crate::support::*;
+
+fn top(path: &Path) -> Option<String> {
+    path.components().find_map(|c| match c {
+        Component::Normal(name) => Some(name.to_string_lossy().into_owned()),
+        _ => None,
+    })
+}
+
+#[test]
+fn root_holds_only_system_dirs_and_session_mounts() {
+    let ws = workspace();
+    let mut session = open(ws.path());
+    let listing = stdout(&sh(&mut session, "ls -A /"));
+    let seen: BTreeSet<&str> = listing.lines().collect();
+    let mut allowed: BTreeSet<String> = [
+        "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "dev", "proc", "tmp",
+    ]
+    .map(String::from)
+    .into();
+    allowed.extend(top(session.workspace()));
+    allowed.extend(top(&session.identity().home));
+    for name in &seen {
+        assert!(
+            allowed.contains(*name),
+            "unexpected /{name} in the sandbox root: {seen:?}"
+        );
+    }
+    for needed in ["usr", "etc", "dev", "proc", "tmp"] {
+        assert!(seen.contains(needed), "/{needed} is missing: {seen:?}");
+    }
+    // Control: the host has what the sandbox must not show.
+    assert!(Path::new("/var").is_dir() && !seen.contains("var"));
+}
+
+#[test]
+fn host_tmp_and_home_directories_are_invisible() {
+    let ws = workspace();
+    let marker = std::env::temp_dir().join(format!("cordon-host-marker-{}", unique()));
+    std::fs::write(&marker, "host").expect("write the marker");
+    let mut session = open(ws.path());
+    let script = format!(
+        "test -e {0} && echo seen {0}; ls -A /root /home 2>/dev/null | grep -v ':$' | grep . && echo listed",
+        marker.display()
+    );
+    let out = sh(&mut session, &script);
+    // Control: the same probe finds the marker on the host.
+    let control = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("run the probe on the host");
+    let _ = std::fs::remove_file(&marker);
+    assert!(
+        String::from_utf8_lossy(&control.stdout).contains("seen"),
+        "control: {control:?}"
+    );
+    assert!(
+        !stdout(&out).contains("seen"),
+        "the host /tmp is visible: {out:?}"
+    );
+    assert!(
+        !stdout(&out).contains("listed"),
+        "a home directory has content: {out:?}"
+    );
+}
+
+#[test]
+fn writes_outside_the_workspace_fail_and_leave_the_host_untouched() {
+    let ws = workspace();
+    let name = format!("cordon-write-{}", unique());
+    let refused =
+        ["/etc", "/usr", "/opt", "/", "/dev", "/proc"].map(|dir| Path::new(dir).join(&name));
+    let private = std::env::temp_dir().join(&name);
+    let inside = ws.path().join(&name);
+    let mut session = open(ws.path());
+    let script: String = refused
+        .iter()
+        .chain([&private, &inside])
+        .map(|t| format!("echo x > {0} 2>/dev/null && echo wrote {0};\n", t.display()))
+        .collect();
+    let out = stdout(&sh(&mut session, &script));
+    for target in &refused {
+        assert!(
+            !out.contains(&format!("wrote {}", target.display())),
+            "wrote {}: {out}",
+            target.display()
+        );
+        assert!(
+            !target.exists(),
+            "{} appeared on the host",
+            target.display()
+        );
+    }
+    // The sandbox's /tmp is its own: the write succeeds there, and the host never sees it.
+    assert!(
+        out.contains(&format!("wrote {}", private.display())),
+        "{out}"
+    );
+    assert!(
+        !private.exists(),
+        "a sandbox /tmp write reached the host /tmp"
+    );
+    // Control: the same write into the workspace works and reaches the host.
+    assert!(
+        out.contains(&format!("wrote {}", inside.display())),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&inside).expect("the workspace write reached the host"),
+        "x\n"
+    );
+}
+
+#[test]
+fn read_only_paths_are_readable_but_not_writable() {
+    let ws = workspace();
+    let shared = tempfile::tempdir().expect("a directory to share");
+    std::fs::write(shared.path().join("data"), "shared\n").expect("write");
+    let mut config = config(ws.path());
+    config.read_only = vec![shared.path().to_path_buf()];
+    let mut session = cordon_sandbox::Session::open(config).expect("the session opens");
+    let dir = shared.path().display();
+    let out = stdout(&sh(
+        &mut session,
+        &format!(
+            "cat {dir}/data; echo y > {dir}/data 2>/dev/null && echo wrote; touch {dir}/new 2>/dev/null && echo created"
+        ),
+    ));
+    assert_eq!(
+        out, "shared\n",
+        "the read-only path was writable or unreadable"
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.path().join("data")).expect("read"),
+        "shared\n"
+    );
+    assert!(!shared.path().join("new").exists());
+}
+
+#[test]
+fn hidden_paths_and_root_env_files_are_masked() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("secrets")).expect("mkdir");
+    for (file, text) in [
+        ("secrets/key", "k"),
+        (".env", "e"),
+        (".env.local", "l"),
+        (".env.example", "x"),
+        ("visible", "v"),
+    ] {
+        std::fs::write(ws.path().join(file), text).expect("write");
+    }
+    let mut config = config(ws.path());
+    config.hide = vec!["secrets".into()];
+    let mut session = cordon_sandbox::Session::open(config).expect("the session opens");
+    let out = stdout(&sh(
+        &mut session,
+        "for f in secrets/key .env .env.local .env.example visible; do printf '%s=' $f; cat $f 2>/dev/null; echo; done; echo y > .env 2>/dev/null && echo rewrote",
+    ));
+    // The template stays, and `visible` is the control: the probe reads what is not masked.
+    assert_eq!(
+        out, "secrets/key=\n.env=\n.env.local=\n.env.example=x\nvisible=v\n",
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".env")).expect("read"),
+        "e"
+    );
+}
