@@ -3,5 +3,9 @@
 pub mod doctor;
 pub mod exec;
 pub mod init;
+pub mod logs;
+pub mod proxy;
 pub mod run;
+pub mod runs;
+pub mod ui;
 pub mod validate;

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod commands;
+#[expect(dead_code, reason = "the live view `cordon run` shows; unused until run.rs calls it (issue 9 report)")]
+mod progress;
 
 /// A gated, kernel-sandboxed, egress-controlled, resumable development loop for coding agents.
 #[derive(Debug, Parser)]
@@ -17,8 +19,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a pipeline (only `--dry-run` is available in this version).
+    /// Run a pipeline, resume a stopped run, or print the plan with --dry-run.
     Run(commands::run::Args),
+    /// Print a run's events (the most recent run by default).
+    Logs(commands::logs::Args),
+    /// List the stored runs and their status.
+    Runs(commands::runs::Args),
     /// Check a pipeline and print every problem as file:line:col.
     Validate(commands::validate::Args),
     /// Run one command in a fresh sandbox.
@@ -27,19 +33,34 @@ enum Command {
     Init(commands::init::Args),
     /// Report which sandbox layers this machine provides, and the remedy for each missing one.
     Doctor(commands::doctor::Args),
+    /// Serve the run pages on loopback: every stored run, live ones included.
+    Ui(commands::ui::Args),
+    /// Serve the egress proxy on its own, with the same policy options as a session.
+    Proxy(commands::proxy::Args),
 }
 
 fn main() -> ExitCode {
+    // Started by a sandbox session as its PID 1 (`argv[0]` = "cordon-init"): serve it, nothing else.
+    if std::env::args_os()
+        .next()
+        .is_some_and(|arg0| arg0 == cordon_sandbox::init::ARGV0)
+    {
+        cordon_sandbox::init::main()
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Logs(args) => commands::logs::run(args),
+        Command::Runs(args) => commands::runs::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Exec(args) => commands::exec::run(args),
         Command::Init(args) => commands::init::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
+        Command::Proxy(args) => commands::proxy::run(args),
+        Command::Ui(args) => commands::ui::run(args),
     };
     match result {
         Ok(code) => code,

@@ -2,9 +2,11 @@
 #![forbid(unsafe_code)]
 
 mod attempt;
+pub mod event;
 mod run_id;
 mod step_name;
 
 pub use attempt::Attempt;
+pub use event::{Event, Record, SCHEMA_VERSION};
 pub use run_id::{RunId, RunIdError};
 pub use step_name::{StepName, StepNameError};

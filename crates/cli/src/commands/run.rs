@@ -1,4 +1,8 @@
-//! `cordon run PIPELINE`: in this version only `--dry-run`, which prints the resolved plan.
+//! `cordon run PIPELINE`: runs a pipeline (see `run/execute.rs`), resumes one, or with
+//! `--dry-run` prints the resolved plan.
+
+mod execute;
+mod progress;
 
 use std::fmt::Write as _;
 use std::num::NonZeroU32;
@@ -11,9 +15,9 @@ use cordon_pipeline::{
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The pipeline file.
-    #[arg(value_name = "PIPELINE")]
-    pipeline: PathBuf,
+    /// The pipeline file (optional with --resume / --resume-last, where it must be the run's own).
+    #[arg(value_name = "PIPELINE", required_unless_present_any = ["resume", "resume_last"])]
+    pipeline: Option<PathBuf>,
     /// The workspace, the top of a git work tree [default: the top of the git work tree
     /// containing PIPELINE].
     #[arg(short = 'w', long = "workspace", value_name = "DIR")]
@@ -22,20 +26,35 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     max_attempts: Option<NonZeroU32>,
     /// Print the resolved plan and exit: runs nothing, touches nothing, needs no API key.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["resume", "resume_last"])]
     dry_run: bool,
+    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
+    /// ~/.local/state/cordon]
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Continue a stopped run (its id, or a unique prefix of it)
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "resume_last")]
+    resume: Option<String>,
+    /// Continue the most recent run
+    #[arg(long)]
+    resume_last: bool,
+    /// Rerun setup hooks even when their stamp says they are up to date
+    #[arg(long)]
+    refresh: bool,
+    /// Print the run's events as JSON lines on stdout
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.dry_run {
-        eprintln!(
-            "cordon: running pipelines is not available in this version; `cordon run {} --dry-run` \
-             shows the plan",
-            args.pipeline.display()
-        );
-        return Ok(ExitCode::from(2));
+        return execute::run(args);
     }
-    let loaded = match cordon_pipeline::load(&args.pipeline, &Disk) {
+    let Some(pipeline_path) = args.pipeline.clone() else {
+        eprintln!("cordon: --dry-run needs a PIPELINE");
+        return Ok(ExitCode::from(2));
+    };
+    let loaded = match cordon_pipeline::load(&pipeline_path, &Disk) {
         Ok(loaded) => loaded,
         Err(diagnostics) => {
             for d in &diagnostics {
@@ -43,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             eprintln!(
                 "cordon: {} is invalid; fix the problems above",
-                args.pipeline.display()
+                pipeline_path.display()
             );
             return Ok(ExitCode::from(2));
         }
@@ -51,11 +70,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }
-    let pipeline_file = match std::path::absolute(&args.pipeline) {
+    let pipeline_file = match std::path::absolute(&pipeline_path) {
         Ok(p) => p,
-        Err(err) => anyhow::bail!("cannot resolve {}: {err}", args.pipeline.display()),
+        Err(err) => anyhow::bail!("cannot resolve {}: {err}", pipeline_path.display()),
     };
-    let workspace = match workspace(&args, &pipeline_file) {
+    let workspace = match workspace(args.workspace.as_deref(), &pipeline_path, &pipeline_file) {
         Ok(w) => w,
         Err(message) => {
             eprintln!("cordon: {message}");
@@ -76,7 +95,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// `-w DIR` (which must be the top of a git work tree), or the top of the git work tree
 /// containing the pipeline, found by walking up to a `.git` entry.
-fn workspace(args: &Args, pipeline_file: &Path) -> Result<PathBuf, String> {
+fn workspace(
+    flag: Option<&Path>,
+    pipeline_arg: &Path,
+    pipeline_file: &Path,
+) -> Result<PathBuf, String> {
     let pipeline_dir = pipeline_file.parent().unwrap_or(Path::new("/"));
     let pipeline_dir = pipeline_dir.canonicalize().map_err(|err| {
         format!(
@@ -84,7 +107,7 @@ fn workspace(args: &Args, pipeline_file: &Path) -> Result<PathBuf, String> {
             pipeline_dir.display()
         )
     })?;
-    let workspace = match &args.workspace {
+    let workspace = match flag {
         Some(dir) => {
             let dir = dir.canonicalize().map_err(|err| {
                 format!(
@@ -109,7 +132,7 @@ fn workspace(args: &Args, pipeline_file: &Path) -> Result<PathBuf, String> {
                 format!(
                     "{} is not inside a git work tree; pass the workspace with -w DIR, or run \
                      `git init` in the project's top directory",
-                    args.pipeline.display()
+                    pipeline_arg.display()
                 )
             })?,
     };
@@ -117,7 +140,7 @@ fn workspace(args: &Args, pipeline_file: &Path) -> Result<PathBuf, String> {
         return Err(format!(
             "the pipeline {} is outside the workspace {}; tooling files must be tracked in the \
              workspace, so move the pipeline there or pass its work tree with -w",
-            args.pipeline.display(),
+            pipeline_arg.display(),
             workspace.display()
         ));
     }

@@ -1,5 +1,5 @@
-//! `cordon run --dry-run`: the resolved plan, touching nothing and needing no key; `run` without
-//! `--dry-run` is not available in this version.
+//! `cordon run --dry-run`: the resolved plan, touching nothing and needing no key; without
+//! `--dry-run` the same pipeline (it has agent steps) is refused until agents can run.
 
 use std::path::Path;
 
@@ -233,7 +233,7 @@ fn dry_run_of_an_invalid_pipeline_prints_its_problems_and_exits_2() {
 }
 
 #[test]
-fn run_without_dry_run_is_not_available_in_this_version() {
+fn run_refuses_agent_steps_until_the_agent_driver_exists() {
     let dir = workspace();
     let out = transcript(
         cordon().arg("run").arg(dir.path().join("ci/pipeline.yaml")),

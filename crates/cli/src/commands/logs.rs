@@ -1,0 +1,134 @@
+//! `cordon logs [RUN_ID | --last]`: a run's events, filtered by type prefix and step, as plain
+//! lines or JSON lines; `--follow` keeps printing until the run finishes or nobody holds it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use cordon_engine::RunState;
+use cordon_protocol::{Event, Record};
+use cordon_store::{StateDir, StateDirSource, Store};
+
+/// How often `--follow` looks for new events.
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The run (its id or a unique prefix) [default: the most recent run]
+    #[arg(value_name = "RUN_ID", conflicts_with = "last")]
+    run: Option<String>,
+    /// Show the most recent run (the default)
+    #[arg(long)]
+    last: bool,
+    /// Only events whose type is P or starts with `P.` (repeatable)
+    #[arg(long = "type", value_name = "P")]
+    types: Vec<String>,
+    /// Only events of this step
+    #[arg(long, value_name = "NAME")]
+    step: Option<String>,
+    /// Keep printing new events until the run finishes or is no longer held
+    #[arg(long)]
+    follow: bool,
+    /// Print events as JSON lines
+    #[arg(long)]
+    json: bool,
+    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
+    /// ~/.local/state/cordon]
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let state_dir = match StateDir::resolve(&StateDirSource::from_env(args.state_dir.clone())) {
+        Ok(dir) => dir,
+        Err(err) => return usage(&err.to_string()),
+    };
+    if !state_dir.path().join("cordon.db").exists() {
+        return usage(&format!(
+            "there are no runs in {} yet; start one with `cordon run PIPELINE`",
+            state_dir.path().display()
+        ));
+    }
+    let store = Store::open(&state_dir)?;
+    let run = match &args.run {
+        Some(text) => match store.find_run(text) {
+            Ok(id) => id,
+            Err(err) => return usage(&err.to_string()),
+        },
+        None => match store.last_run()? {
+            Some(id) => id,
+            None => return usage("there are no runs yet; start one with `cordon run PIPELINE`"),
+        },
+    };
+    let mut seen = 0;
+    let mut state = RunState::default();
+    let mut out = std::io::stdout().lock();
+    loop {
+        let records = store.events_after(run, seen)?;
+        for record in &records {
+            state.apply(record);
+            seen = record.seq;
+            if matches(&args, record) {
+                let line = if args.json {
+                    record.to_json_line()
+                } else {
+                    plain(record)
+                };
+                if writeln!(out, "{line}").is_err() {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+        let _ = out.flush();
+        if !args.follow || state.is_finished() || !store.is_held(run) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(FOLLOW_INTERVAL);
+    }
+}
+
+fn usage(message: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("cordon: {message}");
+    Ok(ExitCode::from(2))
+}
+
+fn matches(args: &Args, record: &Record) -> bool {
+    let kind = record.event.kind();
+    let type_ok = args.types.is_empty()
+        || args.types.iter().any(|p| {
+            kind == p
+                || kind
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|rest| rest.starts_with('.'))
+        });
+    let step_ok = args
+        .step
+        .as_ref()
+        .is_none_or(|s| record.step.as_ref().is_some_and(|r| r.as_str() == s));
+    type_ok && step_ok
+}
+
+/// `TS  SEQ  TYPE  STEP  DATA`, with output text shown as it was written.
+fn plain(record: &Record) -> String {
+    let step = record.step.as_ref().map_or("-", |s| s.as_str());
+    let data = match &record.event {
+        Event::StepOutput { stream, text } => format!(
+            "{}: {}",
+            if *stream == cordon_protocol::event::OutputStream::Stdout {
+                "out"
+            } else {
+                "err"
+            },
+            text.trim_end_matches('\n')
+        ),
+        other => other.data_json(),
+    };
+    format!(
+        "{} {:>5} {:<17} {:<12} {data}",
+        record.ts,
+        record.seq,
+        record.event.kind(),
+        step
+    )
+}

@@ -1,0 +1,220 @@
+//! `cordon proxy --listen ADDR`: the egress proxy on its own, with the same policy options as a
+//! session (`--allow`, `--deny`, `--resolve`, `--allow-private`, `--policy`) and `--audit FILE`.
+//! Prints `listening <ADDR>` (the bound address, so `:0` works) and serves until SIGINT/SIGTERM.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use cordon_egress::proxy::{
+    AuditSink, Identity, JsonLinesSink, Limits, NoAudit, Proxy, ProxyConfig, Shutdown,
+};
+use cordon_egress::{
+    Cidr, Mode, Pattern, PatternList, Policy, PolicySpec, StaticResolver, SystemResolver,
+};
+use cordon_pipeline::policy::{self, PolicyPath};
+
+/// Exit status for a bad option or policy: nothing was served.
+const USAGE_EXIT: u8 = 2;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on, such as `127.0.0.1:3128` (port 0 picks a free port)
+    #[arg(long, value_name = "ADDR")]
+    listen: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Append one JSON line per decision and per tunnel close to FILE (created 0600)
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
+}
+
+/// The egress policy options shared by `cordon proxy` and `cordon exec`.
+#[derive(Debug, Default, clap::Args)]
+pub struct PolicyArgs {
+    /// Allow a destination pattern, such as `example.com`, `*.example.com:8443` or
+    /// `ip:192.0.2.0/24:443` (repeatable; without any, nothing is allowed)
+    #[arg(long = "allow", value_name = "PATTERN")]
+    pub allow: Vec<String>,
+    /// Deny a destination pattern; deny always wins (repeatable)
+    #[arg(long = "deny", value_name = "PATTERN")]
+    pub deny: Vec<String>,
+    /// Answer HOST with IP instead of asking DNS (repeatable)
+    #[arg(long = "resolve", value_name = "HOST=IP")]
+    pub resolve: Vec<String>,
+    /// Let allowed names and ip: rules reach this non-public range, such as `10.0.0.0/8`
+    /// (repeatable)
+    #[arg(long = "allow-private", value_name = "CIDR")]
+    pub allow_private: Vec<String>,
+    /// Operator policy file [default: $XDG_CONFIG_HOME/cordon/policy.toml or
+    /// ~/.config/cordon/policy.toml, if it exists]
+    #[arg(long = "policy", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
+/// A policy and the static resolver table built from the options and the operator policy file.
+pub struct Built {
+    pub spec: PolicySpec,
+    pub resolve: StaticResolver,
+}
+
+impl PolicyArgs {
+    /// Parses every option and loads the operator policy file. The error lists every problem, one
+    /// per line, each naming the fix.
+    pub fn build(&self, mode: Mode) -> Result<Built, String> {
+        let mut problems = Vec::new();
+        let patterns = |texts: &[String], list: PatternList, flag: &str, out: &mut Vec<String>| {
+            texts
+                .iter()
+                .filter_map(|text| {
+                    Pattern::parse(text, list)
+                        .map_err(|e| out.push(format!("`--{flag} {text}`: {e}")))
+                        .ok()
+                })
+                .collect::<Vec<_>>()
+        };
+        let allow = patterns(&self.allow, PatternList::Allow, "allow", &mut problems);
+        let deny = patterns(&self.deny, PatternList::Deny, "deny", &mut problems);
+        let mut allow_private: Vec<Cidr> = self
+            .allow_private
+            .iter()
+            .filter_map(|text| {
+                Cidr::parse(text)
+                    .map_err(|e| problems.push(format!("`--allow-private {text}`: {e}")))
+                    .ok()
+            })
+            .collect();
+        let mut resolve = StaticResolver::new();
+        for text in &self.resolve {
+            if let Err(e) = resolve.insert_flag(text) {
+                problems.push(format!("`--resolve {text}`: {e}"));
+            }
+        }
+        let operator = match self.operator_policy_path() {
+            None => policy::OperatorPolicy::default(),
+            Some(path) => match policy::load(&path, &cordon_pipeline::Disk) {
+                Ok(operator) => operator,
+                Err(diagnostics) => {
+                    problems.extend(diagnostics.iter().map(ToString::to_string));
+                    policy::OperatorPolicy::default()
+                }
+            },
+        };
+        if !problems.is_empty() {
+            return Err(problems.join("\n"));
+        }
+        allow_private.extend(operator.allow_private);
+        // `--resolve` answers come first; the operator's `[resolve]` adds names it does not set.
+        for (name, addresses) in operator.resolve {
+            if !resolve.contains(&name) {
+                for address in addresses {
+                    resolve.insert(name.clone(), address);
+                }
+            }
+        }
+        Ok(Built {
+            spec: PolicySpec {
+                mode,
+                allow,
+                deny,
+                operator_deny: operator.deny,
+                allow_private,
+                listening: Vec::new(),
+            },
+            resolve,
+        })
+    }
+
+    fn operator_policy_path(&self) -> Option<PolicyPath> {
+        match &self.policy {
+            Some(path) => Some(PolicyPath::Given(path.clone())),
+            None => policy::default_path(
+                std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+                std::env::var_os("HOME").as_deref(),
+            )
+            .map(PolicyPath::Default),
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let listen: SocketAddr = match args.listen.parse() {
+        Ok(address) => address,
+        Err(_) => {
+            eprintln!(
+                "cordon: `--listen {}` is not an address; write IP:PORT, such as `127.0.0.1:3128` or `[::1]:0`",
+                args.listen
+            );
+            return Ok(ExitCode::from(USAGE_EXIT));
+        }
+    };
+    let built = match args.policy.build(Mode::Allowlist) {
+        Ok(built) => built,
+        Err(problems) => {
+            eprintln!("{problems}");
+            return Ok(ExitCode::from(USAGE_EXIT));
+        }
+    };
+    let audit: Arc<dyn AuditSink> = match &args.audit {
+        None => Arc::new(NoAudit),
+        Some(path) => match JsonLinesSink::open(path) {
+            Ok(sink) => Arc::new(sink),
+            Err(e) => {
+                eprintln!(
+                    "cordon: the audit file {} cannot be opened: {e}; pass a writable path to `--audit`",
+                    path.display()
+                );
+                return Ok(ExitCode::from(USAGE_EXIT));
+            }
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the proxy runtime")?;
+    runtime.block_on(serve(listen, built, audit))
+}
+
+async fn serve(
+    listen: SocketAddr,
+    built: Built,
+    audit: Arc<dyn AuditSink>,
+) -> anyhow::Result<ExitCode> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}; pick a free address or port 0"))?;
+    let bound = listener.local_addr()?;
+    let mut spec = built.spec;
+    // The proxy's own address is a `self` destination: a client must not loop through it.
+    spec.listening.push(bound);
+    let proxy = Proxy::new(ProxyConfig {
+        policy: Arc::new(Policy::new(spec)),
+        resolver: Arc::new(built.resolve.or(SystemResolver::default())),
+        audit,
+        limits: Limits::default(),
+    });
+    let (shutdown, signal) = Shutdown::new();
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening {bound}")?;
+        stdout.flush()?;
+    }
+    let identity = Identity {
+        listener: "proxy".to_owned(),
+        step: None,
+        attempt: None,
+    };
+    let served = proxy.serve(listener, identity, signal);
+    tokio::pin!(served);
+    tokio::select! {
+        result = &mut served => result?,
+        _ = interrupt.recv() => { shutdown.trigger(); served.await?; }
+        _ = terminate.recv() => { shutdown.trigger(); served.await?; }
+    }
+    Ok(ExitCode::SUCCESS)
+}

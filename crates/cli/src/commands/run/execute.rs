@@ -1,0 +1,462 @@
+//! Running and resuming: everything between the command line and the engine — the workspace,
+//! the state directory, secrets, the host boundary checks, locks, the tooling snapshot — and the
+//! exit codes of DESIGN Appendix A.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use cordon_engine::executor::sandbox::SandboxExecutor;
+use cordon_engine::host::{self, HostGit};
+use cordon_engine::{Ending, Engine, EngineError, ErrorClass, RunContext, RunState, Secrets};
+use cordon_pipeline::{Action, Pipeline, StepKind};
+use cordon_protocol::event::{Outcome, Timestamp};
+use cordon_protocol::{Record, RunId};
+use cordon_sandbox::{InitProgram, Workspace};
+use cordon_store::{RunRow, StateDir, StateDirSource, Store};
+
+use super::progress::Progress;
+use super::{Args, workspace};
+
+const USAGE: u8 = 2;
+
+/// A failure with the exit code it gets.
+struct Exit(u8, String);
+
+impl Exit {
+    fn usage(message: impl Into<String>) -> Exit {
+        Exit(USAGE, message.into())
+    }
+}
+
+fn engine_exit(err: &EngineError) -> Exit {
+    let code = match err.class() {
+        ErrorClass::Usage => USAGE,
+        ErrorClass::Layer => 3,
+        ErrorClass::Runtime => 1,
+    };
+    Exit(code, error_chain(err))
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(next) = source {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        source = next.source();
+    }
+    text
+}
+
+fn store_exit(err: &cordon_store::StoreError) -> Exit {
+    use cordon_store::StoreError as E;
+    let code = match err {
+        E::InsideWorkspace { .. }
+        | E::NoStateDir
+        | E::RelativeStateDir(_)
+        | E::UnknownRun(_)
+        | E::AmbiguousRun { .. }
+        | E::Held(..) => USAGE,
+        _ => 1,
+    };
+    Exit(code, error_chain(err))
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match execute(&args) {
+        Ok(code) => Ok(code),
+        Err(Exit(code, message)) => {
+            eprintln!("cordon: {message}");
+            Ok(ExitCode::from(code))
+        }
+    }
+}
+
+/// Refuses (exit 3) before anything is created when a required sandbox layer is missing, so a
+/// run never starts that could not run a single step.
+fn refuse_missing_layers() -> Result<(), Exit> {
+    let probe = cordon_sandbox::probe::Probe::detect();
+    match probe.missing_required().first() {
+        None => Ok(()),
+        Some(status) => Err(Exit(
+            3,
+            format!(
+                "refusing to run: the sandbox layer `{}` is not available ({}); {}",
+                status.layer.as_str(),
+                status.detail,
+                status.remedy.as_deref().unwrap_or("run `cordon doctor`")
+            ),
+        )),
+    }
+}
+
+fn execute(args: &Args) -> Result<ExitCode, Exit> {
+    let source = StateDirSource::from_env(args.state_dir.clone());
+    let state_dir = StateDir::resolve(&source).map_err(|e| store_exit(&e))?;
+    if args.resume.is_some() || args.resume_last {
+        return resume(args, &state_dir);
+    }
+    let Some(pipeline_arg) = &args.pipeline else {
+        return Err(Exit::usage(
+            "give a PIPELINE, or --resume RUN_ID / --resume-last",
+        ));
+    };
+    let loaded =
+        cordon_pipeline::load(pipeline_arg, &cordon_pipeline::Disk).map_err(|diagnostics| {
+            for d in &diagnostics {
+                eprintln!("{d}");
+            }
+            Exit::usage(format!(
+                "{} is invalid; fix the problems above",
+                pipeline_arg.display()
+            ))
+        })?;
+    for warning in &loaded.warnings {
+        eprintln!("{warning}");
+    }
+    let pipeline = loaded.pipeline;
+    cordon_engine::preflight(&pipeline, cordon_engine::Agents::Unavailable)
+        .map_err(|e| engine_exit(&e))?;
+    refuse_missing_layers()?;
+    let pipeline_file = std::path::absolute(pipeline_arg)
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| Exit::usage(format!("cannot resolve {}: {e}", pipeline_arg.display())))?;
+    let workspace =
+        workspace(args.workspace.as_deref(), pipeline_arg, &pipeline_file).map_err(Exit::usage)?;
+    state_dir
+        .refuse_inside(&workspace)
+        .map_err(|e| store_exit(&e))?;
+    let secrets = Secrets::resolve(&pipeline, &|key| std::env::var(key).ok())
+        .map_err(|e| engine_exit(&EngineError::from(e)))?;
+    let store = Store::open(&state_dir).map_err(|e| store_exit(&e))?;
+    let run = cordon_store::new_run_id().map_err(|e| store_exit(&e))?;
+    let scratch = scratch_dir(&store, run);
+    let host = HostGit::open(&workspace, &scratch, host::user_identity())
+        .map_err(|e| engine_exit(&e.into()))?;
+
+    // Host boundary at start: tooling tracked and unmodified; a clean worktree for a commit.
+    let tooling = tooling_paths(&pipeline, &pipeline_file, &workspace);
+    host.check_tooling(&tooling)
+        .map_err(|e| engine_exit(&e.into()))?;
+    if has_commit(&pipeline) {
+        let dirty = host.dirty_paths().map_err(|e| engine_exit(&e.into()))?;
+        if !dirty.is_empty() {
+            let list: Vec<String> = dirty.iter().map(|p| format!("  {p}")).collect();
+            return Err(engine_exit(&EngineError::Host(host::HostError::Dirty(
+                list.join("\n"),
+            ))));
+        }
+    }
+    let _workspace_lock = store
+        .lock_workspace(&workspace)
+        .map_err(|e| store_exit(&e))?
+        .ok_or_else(|| {
+            Exit::usage(format!(
+                "the workspace {} is held by a live run; wait for it to finish or stop it",
+                workspace.display()
+            ))
+        })?;
+    let _run_lock = store.lock_run(run).map_err(|e| store_exit(&e))?;
+    let snapshot = snapshot(&workspace, &tooling).map_err(Exit::usage)?;
+    let blob = store.put_blob(run, &snapshot).map_err(|e| store_exit(&e))?;
+    store
+        .create_run(&RunRow {
+            id: run,
+            pipeline: pipeline.name.clone(),
+            pipeline_file: pipeline_file.clone(),
+            workspace: workspace.clone(),
+            started: Timestamp(run.unix_millis()),
+            snapshot: Some(blob),
+        })
+        .map_err(|e| store_exit(&e))?;
+    let max_attempts = args.max_attempts.unwrap_or(pipeline.max_attempts).get();
+    let relative_tooling = tooling;
+    drive(
+        args,
+        &store,
+        run,
+        &pipeline,
+        &workspace,
+        &host,
+        &secrets,
+        relative_tooling,
+        Start::Fresh(max_attempts),
+    )
+}
+
+enum Start {
+    Fresh(u32),
+    Resume(u32),
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the run's parts, assembled once by two callers"
+)]
+fn drive(
+    args: &Args,
+    store: &Store,
+    run: RunId,
+    pipeline: &Pipeline,
+    workspace: &Path,
+    host: &HostGit,
+    secrets: &Secrets,
+    tooling: Vec<String>,
+    start: Start,
+) -> Result<ExitCode, Exit> {
+    let sandbox_workspace = Workspace::open(workspace).map_err(|e| Exit(1, error_chain(&e)))?;
+    let init = InitProgram::current_exe().map_err(|e| Exit(1, error_chain(&e)))?;
+    let mut executor = SandboxExecutor::new(sandbox_workspace, init, private_paths(store.dir()));
+    let mut progress = Progress { json: args.json };
+    let mut observer = |record: &Record| progress.show(record);
+    let cx = RunContext {
+        store,
+        run,
+        pipeline,
+        workspace: workspace.to_path_buf(),
+        executor: &mut executor,
+        host: Some(host),
+        secrets,
+        refresh: args.refresh,
+        tooling,
+        agents: None,
+    };
+    let mut engine = Engine::new(cx, &mut observer).map_err(|e| engine_exit(&e))?;
+    match start {
+        Start::Fresh(max) => engine.start(max),
+        Start::Resume(max) => engine.resume(max),
+    }
+    .map_err(|e| engine_exit(&e))?;
+    // `run.started` / `run.resumed` is durable: signals from now on leave a resumable run, and
+    // the id can be printed (after the handler is in place, so whoever reads it may signal).
+    exit_on_signals(run);
+    eprintln!("run {run}");
+    if let Start::Resume(_) = start {
+        match host.status_short() {
+            Ok(status) if !status.is_empty() => {
+                eprint!("workspace changes kept from before the interruption:\n{status}")
+            }
+            Ok(_) => {}
+            Err(err) => eprintln!("cordon: cannot list the workspace changes: {err}"),
+        }
+    }
+    match engine.drive().map_err(|e| engine_exit(&e))? {
+        Ending::Finished(Outcome::Success) => Ok(ExitCode::SUCCESS),
+        Ending::Finished(Outcome::Failure) => Ok(ExitCode::from(1)),
+        Ending::Stopped => Ok(ExitCode::from(1)),
+    }
+}
+
+/// SIGINT → 130, SIGTERM → 143. The process exits at once: every event that matters is already
+/// durable, the lock dies with the process, and the session's init dies with it (its parent
+/// death signal), so the run is exactly as resumable as after `kill -9`.
+fn exit_on_signals(run: RunId) {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            eprintln!("cordon: interrupted; continue with `cordon run --resume {run}`");
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+fn resume(args: &Args, state_dir: &StateDir) -> Result<ExitCode, Exit> {
+    let store = Store::open(state_dir).map_err(|e| store_exit(&e))?;
+    let run = match &args.resume {
+        Some(text) => store.find_run(text).map_err(|e| store_exit(&e))?,
+        None => store
+            .last_run()
+            .map_err(|e| store_exit(&e))?
+            .ok_or_else(|| Exit::usage("no run to resume"))?,
+    };
+    let row = store
+        .run(run)
+        .map_err(|e| store_exit(&e))?
+        .ok_or_else(|| Exit::usage(format!("no run matches `{run}`")))?;
+    if let Some(given) = &args.pipeline {
+        let given = given.canonicalize().unwrap_or_else(|_| given.clone());
+        if given != row.pipeline_file {
+            return Err(Exit::usage(format!(
+                "run {run} belongs to {}, not {}; resume it with its own pipeline or without PIPELINE",
+                row.pipeline_file.display(),
+                given.display()
+            )));
+        }
+    }
+    let pipeline = snapshot_pipeline(&store, &row)?;
+    let records = store.events(run).map_err(|e| store_exit(&e))?;
+    let state = RunState::replay(&records);
+    // A run killed between its creation and `run.started` has no events: it starts afresh.
+    let fresh = records.is_empty();
+    let budget = if fresh {
+        pipeline.max_attempts.get()
+    } else {
+        state.max_attempts
+    };
+    let max_attempts = args.max_attempts.map_or(budget, std::num::NonZeroU32::get);
+    if let Some(outcome) = state.outcome {
+        let continues = state.exhausted.is_some() && max_attempts > state.attempt.get();
+        if !continues {
+            eprintln!("run {run} already finished: {}", outcome.as_str());
+            return Ok(ExitCode::from(match outcome {
+                Outcome::Success => 0,
+                Outcome::Failure => 1,
+            }));
+        }
+    }
+    refuse_missing_layers()?;
+    let _run_lock = store.lock_run(run).map_err(|e| store_exit(&e))?;
+    let _workspace_lock = store
+        .lock_workspace(&row.workspace)
+        .map_err(|e| store_exit(&e))?
+        .ok_or_else(|| {
+            Exit::usage(format!(
+                "the workspace {} is held by a live run; wait for it to finish or stop it",
+                row.workspace.display()
+            ))
+        })?;
+    cordon_engine::preflight(&pipeline, cordon_engine::Agents::Unavailable)
+        .map_err(|e| engine_exit(&e))?;
+    let secrets = Secrets::resolve(&pipeline, &|key| std::env::var(key).ok())
+        .map_err(|e| engine_exit(&EngineError::from(e)))?;
+    let host = HostGit::open(
+        &row.workspace,
+        &scratch_dir(&store, run),
+        host::user_identity(),
+    )
+    .map_err(|e| engine_exit(&e.into()))?;
+    let tooling = tooling_paths(&pipeline, &row.pipeline_file, &row.workspace);
+    drive(
+        args,
+        &store,
+        run,
+        &pipeline,
+        &row.workspace,
+        &host,
+        &secrets,
+        tooling,
+        if fresh {
+            Start::Fresh(max_attempts)
+        } else {
+            Start::Resume(max_attempts)
+        },
+    )
+}
+
+/// The run's private directory in the state dir (pinned git config, baseline, scratch index).
+fn scratch_dir(store: &Store, run: RunId) -> PathBuf {
+    store.dir().join("runs").join(run.to_string())
+}
+
+fn has_commit(pipeline: &Pipeline) -> bool {
+    pipeline
+        .steps
+        .iter()
+        .any(|s| matches!(s.kind, StepKind::Action(Action::Commit { .. })))
+}
+
+/// Workspace-relative tooling paths: the pipeline, its agent files, its context files and a
+/// replay transcript.
+fn tooling_paths(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> Vec<String> {
+    let base = pipeline_file.parent().unwrap_or(workspace);
+    let mut paths = vec![pipeline_file.to_path_buf()];
+    for step in &pipeline.steps {
+        if let StepKind::Agent(agent) = &step.kind {
+            paths.push(
+                base.join(pipeline.agents_dir.as_path())
+                    .join(agent.agent.file_name()),
+            );
+        }
+    }
+    paths.extend(
+        pipeline
+            .context_files
+            .iter()
+            .map(|p| base.join(p.as_path())),
+    );
+    if let Some(cordon_pipeline::Llm::Replay { transcript, .. }) = &pipeline.llm {
+        paths.push(base.join(transcript.as_path()));
+    }
+    let mut relative: Vec<String> = paths
+        .iter()
+        .filter_map(|p| p.strip_prefix(workspace).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    relative.sort();
+    relative.dedup();
+    relative
+}
+
+/// The tooling files' contents, as JSON `{path: text}`: the pipeline is read from this for the
+/// whole run (and on resume), never from the agent-writable workspace again.
+fn snapshot(workspace: &Path, tooling: &[String]) -> Result<Vec<u8>, String> {
+    let mut files = BTreeMap::new();
+    for path in tooling {
+        let text = std::fs::read_to_string(workspace.join(path))
+            .map_err(|e| format!("cannot read tooling file {path}: {e}"))?;
+        files.insert(path.clone(), text);
+    }
+    serde_json::to_vec(&files).map_err(|e| e.to_string())
+}
+
+/// The pipeline as it was when the run started, from the stored snapshot.
+fn snapshot_pipeline(store: &Store, row: &RunRow) -> Result<Pipeline, Exit> {
+    let bytes = row
+        .snapshot
+        .and_then(|id| store.blob(id).ok().flatten())
+        .ok_or_else(|| {
+            Exit(
+                1,
+                format!(
+                    "run {} has no tooling snapshot; it cannot be resumed",
+                    row.id
+                ),
+            )
+        })?;
+    let files: BTreeMap<String, String> = serde_json::from_slice(&bytes).map_err(|e| {
+        Exit(
+            1,
+            format!("the tooling snapshot of run {} is unreadable: {e}", row.id),
+        )
+    })?;
+    let files: BTreeMap<PathBuf, String> = files
+        .into_iter()
+        .map(|(k, v)| (row.workspace.join(k), v))
+        .collect();
+    cordon_pipeline::load(&row.pipeline_file, &files)
+        .map(|l| l.pipeline)
+        .map_err(|diagnostics| {
+            let text: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+            Exit(
+                1,
+                format!(
+                    "the stored pipeline of run {} no longer loads:\n{}",
+                    row.id,
+                    text.join("\n")
+                ),
+            )
+        })
+}
+
+/// Host paths no sandbox may see: the state directory and the operator policy file.
+fn private_paths(state: &Path) -> Vec<PathBuf> {
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let policy = env("XDG_CONFIG_HOME")
+        .map(|d| d.join("cordon/policy.toml"))
+        .or_else(|| env("HOME").map(|h| h.join(".config/cordon/policy.toml")));
+    [Some(state.to_path_buf()), policy]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.is_absolute())
+        .collect()
+}

@@ -1,0 +1,67 @@
+//! `cordon runs`: every stored run with its status (`running`, `interrupted`, `success`,
+//! `failure`), oldest first; `--json` prints DESIGN Appendix A's line shape.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cordon_engine::RunState;
+use cordon_protocol::Event;
+use cordon_store::{StateDir, StateDirSource, Store};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print one JSON object per run
+    #[arg(long)]
+    json: bool,
+    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
+    /// ~/.local/state/cordon]
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let state_dir = match StateDir::resolve(&StateDirSource::from_env(args.state_dir.clone())) {
+        Ok(dir) => dir,
+        Err(err) => {
+            eprintln!("cordon: {err}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if !state_dir.path().join("cordon.db").exists() {
+        if !args.json {
+            eprintln!("no runs yet in {}", state_dir.path().display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = Store::open(&state_dir)?;
+    for row in store.runs()? {
+        let records = store.events(row.id)?;
+        let state = RunState::replay(&records);
+        let status = match state.outcome {
+            Some(outcome) => outcome.as_str(),
+            None if store.is_held(row.id) => "running",
+            None => "interrupted",
+        };
+        let finished = records.iter().rev().find_map(|r| match r.event {
+            Event::RunFinished { .. } => Some(r.ts),
+            _ => None,
+        });
+        if args.json {
+            let line = serde_json::json!({
+                "id": row.id.to_string(),
+                "pipeline": row.pipeline,
+                "status": status,
+                "started": row.started.to_string(),
+                "finished": finished.map(|t| t.to_string()),
+                "attempt": state.attempt.get(),
+            });
+            println!("{line}");
+        } else {
+            println!(
+                "{}  {status:<11}  attempt {}  started {}  {}",
+                row.id, state.attempt, row.started, row.pipeline
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

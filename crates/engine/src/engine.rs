@@ -1,0 +1,733 @@
+//! `Engine`: carries out the scheduler's actions. Every change of state is an appended event that
+//! is folded into [`RunState`] right away, so the in-memory state is always exactly the replay of
+//! the log — which is what makes a resumed run converge to the same route.
+
+use std::path::{Path, PathBuf};
+
+use cordon_pipeline::{Action as HostAction, CommandSpec, Pipeline, Route, Step, StepKind};
+use cordon_protocol::event::{Outcome, OutputStream, Verdict};
+use cordon_protocol::{Attempt, Event, Record, RunId, StepName};
+use cordon_store::Store;
+use sha2::{Digest, Sha256};
+
+use crate::EngineError;
+use crate::agent::{AgentDriver, AgentEnd, AgentTask, Interrupted};
+use crate::executor::{ExecError, Executor, Purpose, SessionSpec, StepSession};
+use crate::fingerprint::Fingerprint;
+use crate::host::HostGit;
+use crate::output::LineBuffer;
+use crate::schedule::{self, Action};
+use crate::secrets::Secrets;
+use crate::setup;
+use crate::state::RunState;
+
+/// What an observer tells the engine after seeing a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    Continue,
+    /// Stop at once, as if the process had died here (tests use this to crash after event k).
+    Stop,
+}
+
+/// Sees every record right after it is appended (the cli prints progress or JSON from it).
+pub trait Observer {
+    fn record(&mut self, record: &Record) -> Control;
+}
+
+impl<F: FnMut(&Record) -> Control> Observer for F {
+    fn record(&mut self, record: &Record) -> Control {
+        self(record)
+    }
+}
+
+/// How `drive` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Finished(Outcome),
+    /// An observer asked to stop; the run is resumable.
+    Stopped,
+}
+
+/// Everything a run needs from outside.
+pub struct RunContext<'a> {
+    pub store: &'a Store,
+    pub run: RunId,
+    pub pipeline: &'a Pipeline,
+    /// The workspace (canonical).
+    pub workspace: PathBuf,
+    pub executor: &'a mut dyn Executor,
+    /// `None` only in engine tests that use no commit action or diffs.
+    pub host: Option<&'a HostGit>,
+    pub secrets: &'a Secrets,
+    /// Rerun setup hooks even when their stamp matches (`--refresh`).
+    pub refresh: bool,
+    /// Paths the commit action leaves out (tooling files), workspace-relative.
+    pub tooling: Vec<String>,
+    /// Runs agent steps; `None` until the agent loop exists (preflight refuses them then).
+    pub agents: Option<&'a mut dyn AgentDriver>,
+}
+
+pub struct Engine<'a> {
+    cx: RunContext<'a>,
+    state: RunState,
+    observer: &'a mut dyn Observer,
+    /// The workspace fingerprint and diff blob of the last diff taken, so an attempt that
+    /// changed nothing reuses it instead of running git again.
+    last_diff: Option<(Fingerprint, Option<cordon_protocol::event::BlobId>)>,
+}
+
+enum Failure {
+    Stop,
+    Error(EngineError),
+}
+
+impl From<EngineError> for Failure {
+    fn from(err: EngineError) -> Failure {
+        Failure::Error(err)
+    }
+}
+
+impl From<cordon_store::StoreError> for Failure {
+    fn from(err: cordon_store::StoreError) -> Failure {
+        Failure::Error(err.into())
+    }
+}
+
+impl<'a> Engine<'a> {
+    /// An engine over the run's existing events (none for a fresh run).
+    pub fn new(
+        cx: RunContext<'a>,
+        observer: &'a mut dyn Observer,
+    ) -> Result<Engine<'a>, EngineError> {
+        let records = cx.store.events(cx.run)?;
+        let state = RunState::replay(&records);
+        Ok(Engine {
+            cx,
+            state,
+            observer,
+            last_diff: None,
+        })
+    }
+
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// Appends `run.started` for a fresh run.
+    pub fn start(&mut self, max_attempts: u32) -> Result<(), EngineError> {
+        let event = Event::RunStarted {
+            pipeline: self.cx.pipeline.name.clone(),
+            workspace: self.cx.workspace.display().to_string(),
+            attempt: Attempt::FIRST,
+            max_attempts,
+        };
+        match self.append(None, event) {
+            Ok(_) | Err(Failure::Stop) => Ok(()),
+            Err(Failure::Error(e)) => Err(e),
+        }
+    }
+
+    /// Appends `run.resumed` with the budget from now on.
+    pub fn resume(&mut self, max_attempts: u32) -> Result<(), EngineError> {
+        let event = Event::RunResumed {
+            attempt: self.state.attempt,
+            max_attempts,
+        };
+        match self.append(None, event) {
+            Ok(_) | Err(Failure::Stop) => Ok(()),
+            Err(Failure::Error(e)) => Err(e),
+        }
+    }
+
+    /// Runs actions until the run finishes or an observer stops it.
+    pub fn drive(&mut self) -> Result<Ending, EngineError> {
+        loop {
+            let action = schedule::next(&self.state, self.cx.pipeline);
+            let result = match action {
+                Action::Done(outcome) => return Ok(Ending::Finished(outcome)),
+                Action::RunStep {
+                    step,
+                    attempt,
+                    hygiene,
+                    rerun,
+                } => self.run_step(&step, attempt, hygiene, rerun),
+                Action::Route { from, to } => {
+                    let (to, retry) = match to {
+                        Route::Goto { step, retry } => (step.to_string(), retry),
+                        Route::Success => ("success".to_owned(), false),
+                        Route::Failure => ("failure".to_owned(), false),
+                    };
+                    self.append(
+                        Some(&from),
+                        Event::Route {
+                            from: from.clone(),
+                            to,
+                            retry,
+                        },
+                    )
+                    .map(|_| ())
+                }
+                Action::Retry { to, attempt } => self.retry(&to, attempt),
+                Action::Finish { outcome, reason } => self
+                    .append(None, Event::RunFinished { outcome, reason })
+                    .map(|_| ()),
+            };
+            match result {
+                Ok(()) => {}
+                Err(Failure::Stop) => return Ok(Ending::Stopped),
+                Err(Failure::Error(err)) => return Err(err),
+            }
+        }
+    }
+
+    fn append(&mut self, step: Option<&StepName>, event: Event) -> Result<Record, Failure> {
+        let event = self.cx.secrets.scrub_event(&event);
+        let record = self.cx.store.append(self.cx.run, step, &event)?;
+        self.state.apply(&record);
+        match self.observer.record(&record) {
+            Control::Continue => Ok(record),
+            Control::Stop => Err(Failure::Stop),
+        }
+    }
+
+    /// Every `produces` and `artifact` path of the pipeline, or of one step.
+    fn outputs<'p>(steps: impl Iterator<Item = &'p Step>) -> Vec<String> {
+        let mut paths = Vec::new();
+        for step in steps {
+            if let StepKind::Agent(agent) = &step.kind
+                && let Some(artifact) = &agent.artifact
+            {
+                paths.push(artifact.to_string());
+            }
+            if let Some(sandbox) = step.kind.sandbox() {
+                paths.extend(sandbox.produces.iter().map(ToString::to_string));
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
+    fn delete(&self, paths: &[String]) -> Result<(), Failure> {
+        for path in paths {
+            let full = self.cx.workspace.join(path);
+            match std::fs::remove_file(&full) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(EngineError::Workspace {
+                        action: "delete",
+                        path: full,
+                        source,
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A retry: the failure and every `produces`/`artifact` file go into the feedback, then
+    /// `attempt.retry` is logged; the files are deleted before the next step starts.
+    fn retry(&mut self, to: &StepName, attempt: Attempt) -> Result<(), Failure> {
+        let mut feedback = String::new();
+        if let Some(failure) = &self.state.last_failure {
+            feedback.push_str(&format!(
+                "step `{}` failed in attempt {}: {}\n",
+                failure.step, failure.attempt, failure.reason
+            ));
+            if !failure.tail.is_empty() {
+                feedback.push_str(&format!(
+                    "--- output tail of `{}` ---\n{}",
+                    failure.step, failure.tail
+                ));
+                if !failure.tail.ends_with('\n') {
+                    feedback.push('\n');
+                }
+            }
+        }
+        for path in Self::outputs(self.cx.pipeline.steps.iter()) {
+            if let Ok(text) = std::fs::read_to_string(self.cx.workspace.join(&path)) {
+                feedback.push_str(&format!("--- {path} ---\n{text}"));
+                if !text.ends_with('\n') {
+                    feedback.push('\n');
+                }
+            }
+        }
+        self.append(Some(to), Event::AttemptRetry { attempt, feedback })
+            .map(|_| ())
+    }
+
+    fn run_step(
+        &mut self,
+        name: &StepName,
+        attempt: Attempt,
+        hygiene: bool,
+        rerun: bool,
+    ) -> Result<(), Failure> {
+        let pipeline = self.cx.pipeline;
+        let Some(step) = pipeline.step(name) else {
+            return Ok(());
+        };
+        if hygiene {
+            self.delete(&Self::outputs(pipeline.steps.iter()))?;
+        }
+        if rerun {
+            self.delete(&Self::outputs(std::iter::once(step)))?;
+            // Every tool call gets exactly one result: calls the interruption left open are
+            // answered before the step restarts with a fresh conversation.
+            let open: Vec<String> = self
+                .state
+                .open_tool_calls
+                .iter()
+                .filter(|(s, _)| s == name)
+                .map(|(_, id)| id.clone())
+                .collect();
+            for id in open {
+                self.append(
+                    Some(name),
+                    Event::ToolResult {
+                        id,
+                        ok: false,
+                        interrupted: Some(true),
+                        output: "interrupted: cordon stopped before this call returned".to_owned(),
+                    },
+                )?;
+            }
+        }
+        if let Some(sandbox) = step.kind.sandbox()
+            && let Some(setup) = &sandbox.setup
+            && !self.state.setups.contains(name)
+            && !self.setup(step, setup, attempt)?
+        {
+            return Ok(());
+        }
+        self.append(Some(name), Event::StepStarted { attempt })?;
+        let (mut verdict, exit_code, mut reason) = match &step.kind {
+            StepKind::Command(command) => {
+                let argv = argv(&command.command);
+                let spec = self.spec(step, attempt, Purpose::Step);
+                match self.session_command(name, &spec, &argv)? {
+                    Ok(result) => {
+                        let verdict = if result.exit_code == 0 {
+                            Verdict::Pass
+                        } else {
+                            Verdict::Fail
+                        };
+                        let reason = result.timed_out.then(|| {
+                            format!(
+                                "timed out after {} s",
+                                spec.timeout.map_or(0, |t| t.as_secs())
+                            )
+                        });
+                        (verdict, Some(result.exit_code), reason)
+                    }
+                    Err(message) => (Verdict::Fail, None, Some(message)),
+                }
+            }
+            StepKind::Action(HostAction::Commit { message }) => self.commit(name, message)?,
+            StepKind::Agent(agent) => self.agent_step(step, agent, attempt)?,
+        };
+        if verdict == Verdict::Pass
+            && let Some(sandbox) = step.kind.sandbox()
+        {
+            let missing: Vec<String> = sandbox
+                .produces
+                .iter()
+                .map(ToString::to_string)
+                .filter(|p| !self.cx.workspace.join(p).exists())
+                .collect();
+            if !missing.is_empty() {
+                verdict = Verdict::Fail;
+                reason = Some(format!("expected output missing: {}", missing.join(", ")));
+            }
+        }
+        let diff = self.diff_blob()?;
+        self.append(
+            Some(name),
+            Event::StepFinished {
+                attempt,
+                verdict,
+                exit_code,
+                reason,
+                diff,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// An agent step attempt: its session, the driver's loop, then the verdict from the
+    /// artifact or the final message.
+    fn agent_step(
+        &mut self,
+        step: &'a Step,
+        agent: &'a cordon_pipeline::AgentStep,
+        attempt: Attempt,
+    ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
+        let Some(driver) = self.cx.agents.take() else {
+            return Ok((
+                Verdict::Fail,
+                None,
+                Some("agent steps cannot run without an agent driver".to_owned()),
+            ));
+        };
+        let result = self.agent_loop(driver, step, agent, attempt);
+        self.cx.agents = Some(driver);
+        let end = match result? {
+            Ok(end) => end,
+            Err(message) => return Ok((Verdict::Fail, None, Some(message))),
+        };
+        let final_message = match end {
+            AgentEnd::Failed { reason } => return Ok((Verdict::Fail, None, Some(reason))),
+            AgentEnd::Finished { final_message } => final_message,
+        };
+        let Some(verdicts) = &agent.verdicts else {
+            return Ok((Verdict::Pass, None, None));
+        };
+        let (text, source) = match &agent.artifact {
+            Some(artifact) => {
+                match std::fs::read_to_string(self.cx.workspace.join(artifact.as_path())) {
+                    Ok(text) => (text, format!("`{artifact}`")),
+                    Err(_) => {
+                        return Ok((
+                            Verdict::Fail,
+                            None,
+                            Some(format!("the artifact `{artifact}` was not written")),
+                        ));
+                    }
+                }
+            }
+            None => (final_message, "the final message".to_owned()),
+        };
+        let (verdict, reason) = crate::verdict::decide(verdicts, &text, &source);
+        Ok((verdict, None, reason.map(|r| self.cx.secrets.scrub(&r))))
+    }
+
+    /// Opens the attempt's session and runs the driver in it. The inner `Err` is a session
+    /// that could not open (the attempt fails); a driver error stops the run, resumable.
+    fn agent_loop(
+        &mut self,
+        driver: &mut dyn AgentDriver,
+        step: &'a Step,
+        agent: &'a cordon_pipeline::AgentStep,
+        attempt: Attempt,
+    ) -> Result<Result<AgentEnd, String>, Failure> {
+        let spec = self.spec(step, attempt, Purpose::Step);
+        let mut session = match self.cx.executor.open(&spec) {
+            Ok(session) => session,
+            Err(ExecError::Refused(message)) => return Err(EngineError::Refused(message).into()),
+            Err(ExecError::Failed(message)) => return Ok(Err(message)),
+        };
+        let opened = self.append(
+            Some(&step.name),
+            Event::SandboxSession {
+                step: step.name.clone(),
+                attempt,
+                network: spec.network.clone(),
+            },
+        );
+        if let Err(failure) = opened {
+            session.close();
+            return Err(failure);
+        }
+        let feedback = self.state.feedback.clone();
+        let task = AgentTask {
+            pipeline: self.cx.pipeline,
+            step,
+            agent,
+            attempt,
+            feedback: &feedback,
+        };
+        let mut stopped: Option<Failure> = None;
+        let result = {
+            let mut log = |event: Event| match self.append(Some(&step.name), event) {
+                Ok(_) => Ok(()),
+                Err(failure) => {
+                    stopped = Some(failure);
+                    Err(Interrupted)
+                }
+            };
+            driver.run(&task, session.as_mut(), &mut log)
+        };
+        session.close();
+        if let Some(failure) = stopped {
+            return Err(failure);
+        }
+        match result {
+            Ok(end) => Ok(Ok(end)),
+            Err(message) => Err(EngineError::Agent(message).into()),
+        }
+    }
+
+    /// Runs the step's setup hook unless its stamp is cached. `false` when it failed (the run
+    /// is then finished in failure).
+    fn setup(
+        &mut self,
+        step: &Step,
+        hook: &cordon_pipeline::Setup,
+        attempt: Attempt,
+    ) -> Result<bool, Failure> {
+        let stamp = setup::stamp(hook, &self.cx.workspace);
+        if !self.cx.refresh && self.cx.store.has_stamp(&stamp)? {
+            self.append(Some(&step.name), Event::SetupCached { stamp })?;
+            return Ok(true);
+        }
+        let mut spec = self.spec(step, attempt, Purpose::Setup);
+        spec.network = hook.network.to_string();
+        let argv = argv(&hook.command);
+        let started = std::time::Instant::now();
+        let (code, message) = match self.session_command(&step.name, &spec, &argv)? {
+            Ok(result) => (result.exit_code, None),
+            Err(message) => (-1, Some(message)),
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // The stamp is stored before `setup.ran` is logged: a crash in between finds the stamp
+        // on resume and logs `setup.cached`, never a second, different outcome.
+        if code == 0 {
+            self.cx.store.put_stamp(&stamp)?;
+        }
+        self.append(
+            Some(&step.name),
+            Event::SetupRan {
+                stamp: stamp.clone(),
+                exit_code: code,
+                duration_ms,
+            },
+        )?;
+        if code == 0 {
+            return Ok(true);
+        }
+        let reason = match message {
+            Some(message) => format!("the setup of `{}` could not run: {message}", step.name),
+            None => format!(
+                "the setup of `{}` failed with status {code}; its output is in the log",
+                step.name
+            ),
+        };
+        self.append(
+            None,
+            Event::RunFinished {
+                outcome: Outcome::Failure,
+                reason,
+            },
+        )?;
+        Ok(false)
+    }
+
+    fn spec(&self, step: &Step, attempt: Attempt, purpose: Purpose) -> SessionSpec {
+        let isolation = &self.cx.pipeline.isolation;
+        let mut hide: Vec<PathBuf> = isolation
+            .hide
+            .iter()
+            .map(|p| PathBuf::from(p.as_str()))
+            .collect();
+        hide.extend(env_files(&self.cx.workspace));
+        let (network, env, timeout) = match step.kind.sandbox() {
+            Some(sandbox) => {
+                let mut env: Vec<(String, String)> = sandbox
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect();
+                env.extend(self.cx.secrets.env_for(&sandbox.secrets));
+                (
+                    sandbox.network.to_string(),
+                    env,
+                    sandbox
+                        .timeout
+                        .map(|t| std::time::Duration::from_secs(t.seconds())),
+                )
+            }
+            None => ("none".to_owned(), Vec::new(), None),
+        };
+        SessionSpec {
+            step: step.name.clone(),
+            attempt,
+            purpose,
+            network,
+            env,
+            timeout,
+            hide,
+            read_only: isolation
+                .read_only
+                .iter()
+                .filter_map(|p| match p {
+                    cordon_pipeline::HostPath::Absolute(path) => Some(PathBuf::from(path)),
+                    cordon_pipeline::HostPath::Home(rest) => {
+                        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest))
+                    }
+                })
+                .collect(),
+            tmp_size: isolation.tmp_size.map(|s| s.bytes()),
+            allow_git_mutations: isolation.allow_git_mutations,
+        }
+    }
+
+    /// Opens a session, runs one command with its output logged line by line, closes it.
+    /// The inner `Err` is a sandbox failure that fails the attempt (not the run).
+    fn session_command(
+        &mut self,
+        step: &StepName,
+        spec: &SessionSpec,
+        argv: &[String],
+    ) -> Result<Result<crate::CommandResult, String>, Failure> {
+        let mut session: Box<dyn StepSession> = match self.cx.executor.open(spec) {
+            Ok(session) => session,
+            Err(ExecError::Refused(message)) => return Err(EngineError::Refused(message).into()),
+            Err(ExecError::Failed(message)) => return Ok(Err(message)),
+        };
+        if let Err(failure) = self.append(
+            Some(step),
+            Event::SandboxSession {
+                step: step.clone(),
+                attempt: spec.attempt,
+                network: spec.network.clone(),
+            },
+        ) {
+            session.close();
+            return Err(failure);
+        }
+        let mut buffers = [LineBuffer::default(), LineBuffer::default()];
+        let mut pending: Option<Failure> = None;
+        let result = {
+            let mut on_output = |stream: OutputStream, bytes: &[u8]| {
+                if pending.is_some() {
+                    return;
+                }
+                let index = usize::from(stream == OutputStream::Stderr);
+                if let Some(text) = buffers[index].push(bytes)
+                    && let Err(failure) =
+                        self.append(Some(step), Event::StepOutput { stream, text })
+                {
+                    pending = Some(failure);
+                }
+            };
+            session.run(argv, &mut on_output)
+        };
+        session.close();
+        if let Some(failure) = pending {
+            return Err(failure);
+        }
+        for (index, stream) in [OutputStream::Stdout, OutputStream::Stderr]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(text) = buffers[index].finish() {
+                self.append(Some(step), Event::StepOutput { stream, text })?;
+            }
+        }
+        match result {
+            Ok(result) => {
+                let digest = crate::setup::hex(&Sha256::digest(argv.join("\0").as_bytes()));
+                self.append(
+                    Some(step),
+                    Event::SandboxExec {
+                        argv_digest: digest,
+                        exit_code: result.exit_code,
+                        duration_ms: u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
+                        timed_out: result.timed_out,
+                    },
+                )?;
+                Ok(Ok(result))
+            }
+            Err(ExecError::Refused(message)) => Err(EngineError::Refused(message).into()),
+            Err(ExecError::Failed(message)) => Ok(Err(message)),
+        }
+    }
+
+    fn commit(
+        &mut self,
+        step: &StepName,
+        template: &str,
+    ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
+        let Some(host) = self.cx.host else {
+            return Ok((
+                Verdict::Fail,
+                None,
+                Some("the commit action needs the workspace's git".to_owned()),
+            ));
+        };
+        let message = template
+            .replace("{name}", &self.cx.pipeline.name)
+            .replace("{run_id}", &self.cx.run.to_string());
+        let mut exclude = self.cx.tooling.clone();
+        exclude.extend(self.cx.pipeline.steps.iter().filter_map(|s| match &s.kind {
+            StepKind::Agent(a) => a.artifact.as_ref().map(ToString::to_string),
+            StepKind::Command(_) | StepKind::Action(_) => None,
+        }));
+        // `HEAD` moves: a diff taken against the old one no longer holds.
+        self.last_diff = None;
+        match host.commit(&message, self.cx.run, &exclude) {
+            Ok(Some(committed)) => {
+                if self.state.commit.as_deref() != Some(committed.sha.as_str()) {
+                    self.append(Some(step), Event::CommitCreated { sha: committed.sha })?;
+                }
+                Ok((Verdict::Pass, None, None))
+            }
+            Ok(None) => Ok((Verdict::Pass, None, Some("nothing to commit".to_owned()))),
+            Err(err) => Ok((
+                Verdict::Fail,
+                None,
+                Some(self.cx.secrets.scrub(&err.to_string())),
+            )),
+        }
+    }
+
+    /// The workspace's diff against `HEAD` after an attempt, stored as a blob (secrets
+    /// scrubbed). Taken through the pinned host git only when the workspace's fingerprint
+    /// changed since the last one.
+    fn diff_blob(&mut self) -> Result<Option<cordon_protocol::event::BlobId>, Failure> {
+        let Some(host) = self.cx.host else {
+            return Ok(None);
+        };
+        let fingerprint = Fingerprint::of(&self.cx.workspace);
+        if let Some((last, blob)) = &self.last_diff
+            && *last == fingerprint
+        {
+            return Ok(*blob);
+        }
+        let blob = match host.diff() {
+            Ok(bytes) if bytes.is_empty() => None,
+            Ok(bytes) => Some(
+                self.cx
+                    .store
+                    .put_blob(self.cx.run, &self.cx.secrets.scrub_bytes(&bytes))?,
+            ),
+            Err(err) => {
+                self.append(
+                    None,
+                    Event::Error {
+                        message: format!("the attempt's diff could not be taken: {err}"),
+                    },
+                )?;
+                return Ok(None);
+            }
+        };
+        self.last_diff = Some((fingerprint, blob));
+        Ok(blob)
+    }
+}
+
+/// `sh -c TEXT` for a string, the list itself otherwise.
+fn argv(spec: &CommandSpec) -> Vec<String> {
+    match spec {
+        CommandSpec::Shell(text) => vec!["/bin/sh".to_owned(), "-c".to_owned(), text.clone()],
+        CommandSpec::Argv(argv) => argv.clone(),
+    }
+}
+
+/// The `.env*` files at the workspace root, except the documented examples: masked in every
+/// sandbox (and never read by cordon).
+fn env_files(workspace: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(workspace)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| {
+            name.starts_with(".env")
+                && ![".env.example", ".env.template", ".env.sample"].contains(&name.as_str())
+        })
+        .map(PathBuf::from)
+        .collect()
+}

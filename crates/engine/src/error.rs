@@ -1,0 +1,58 @@
+//! The engine's error type, with the exit-code class each error maps to.
+
+use crate::host::HostError;
+use crate::secrets::SecretsError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The pipeline uses something this version cannot run (exit 2).
+    #[error("{0}")]
+    Unsupported(String),
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error(transparent)]
+    Store(#[from] cordon_store::StoreError),
+    /// A required sandbox layer is missing (exit 3).
+    #[error("{0}")]
+    Refused(String),
+    /// The agent driver gave up (a provider kept failing): the run stops, resumable (exit 1).
+    #[error("the agent stopped the run: {0}; fix the cause and resume the run")]
+    Agent(String),
+    #[error("the sandbox failed: {0}")]
+    Sandbox(String),
+    #[error("cannot {action} `{path}`")]
+    Workspace {
+        action: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How the cli turns an error into an exit code (Appendix A).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// 2: configuration or usage.
+    Usage,
+    /// 3: a sandbox layer cannot be enforced.
+    Layer,
+    /// 1: a runtime failure.
+    Runtime,
+}
+
+impl EngineError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            EngineError::Unsupported(_) | EngineError::Secrets(_) => ErrorClass::Usage,
+            EngineError::Host(err) if err.is_usage() => ErrorClass::Usage,
+            EngineError::Refused(_) => ErrorClass::Layer,
+            EngineError::Host(_)
+            | EngineError::Agent(_)
+            | EngineError::Store(_)
+            | EngineError::Sandbox(_)
+            | EngineError::Workspace { .. } => ErrorClass::Runtime,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The seam between the engine and the sandbox: open a session for a step attempt (or a setup
+//! hook), run commands in it with streamed output, close it. [`sandbox::SandboxExecutor`] is the
+//! real implementation over `cordon-sandbox`; tests use a scripted fake.
+
+pub mod sandbox;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cordon_protocol::event::OutputStream;
+use cordon_protocol::{Attempt, StepName};
+
+/// What a session is opened for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    Step,
+    Setup,
+}
+
+/// One session's settings, resolved by the engine from the pipeline.
+#[derive(Clone, Debug)]
+pub struct SessionSpec {
+    pub step: StepName,
+    pub attempt: Attempt,
+    pub purpose: Purpose,
+    /// The network in words, as logged; only `none` reaches an executor (preflight refuses the
+    /// others until the egress proxy exists).
+    pub network: String,
+    /// Declared variables and injected secrets.
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    /// Workspace-relative paths masked inside the sandbox (`isolation.hide`, root `.env*`).
+    pub hide: Vec<PathBuf>,
+    /// Extra host paths mounted read-only.
+    pub read_only: Vec<PathBuf>,
+    pub tmp_size: Option<u64>,
+    pub allow_git_mutations: bool,
+}
+
+/// How a command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommandResult {
+    /// With Appendix A's conventions: 124 timeout, 126/127, 128+N.
+    pub exit_code: i32,
+    pub timed_out: bool,
+    pub duration: Duration,
+}
+
+/// Why a session could not be opened or a command not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A required sandbox layer is missing (exit 3).
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Opens sessions.
+pub trait Executor {
+    fn open(&mut self, spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError>;
+}
+
+/// A live session.
+pub trait StepSession {
+    /// Runs `argv` (with the session's env and timeout), passing output chunks as they arrive.
+    fn run(
+        &mut self,
+        argv: &[String],
+        on_output: &mut dyn FnMut(OutputStream, &[u8]),
+    ) -> Result<CommandResult, ExecError>;
+    /// Ends the session and everything in it.
+    fn close(self: Box<Self>);
+}

@@ -1,0 +1,33 @@
+//! The loop: a run is a fold over its events ([`RunState::apply`]), a pure scheduler picks the
+//! next action from that state and the pipeline ([`schedule::next`]), and the [`Engine`] carries
+//! the action out — appending `step.started` durably before any side effect, running commands
+//! through an [`Executor`], routing on verdicts, retrying with feedback, committing through the
+//! pinned host git ([`host::HostGit`]).
+//!
+//! The engine renders nothing: observers ([`Observer`]) see every appended record.
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod agent_step;
+mod engine;
+mod error;
+pub mod executor;
+mod fingerprint;
+pub mod host;
+mod output;
+mod preflight;
+pub mod schedule;
+mod secrets;
+mod setup;
+mod state;
+pub mod verdict;
+
+pub use agent::{AgentDriver, AgentEnd, AgentTask};
+pub use engine::{Control, Ending, Engine, Observer, RunContext};
+pub use error::{EngineError, ErrorClass};
+pub use executor::{CommandResult, Executor, SessionSpec, StepSession};
+pub use preflight::{Agents, preflight};
+pub use schedule::Action;
+pub use secrets::{Secrets, SecretsError};
+pub use setup::stamp;
+pub use state::{Position, RunState, StepStatus};

@@ -1,0 +1,405 @@
+//! `RunState`: everything the scheduler needs, rebuilt by folding a run's events in order.
+//! `apply` is total and infallible: an event that makes no sense in the current position is
+//! recorded where it can be and otherwise ignored, so replay never fails.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cordon_protocol::event::{Outcome, Verdict};
+use cordon_protocol::{Attempt, Event, Record, RunId, StepName};
+
+/// How much of an attempt's output the state keeps for feedback (the tail).
+pub const OUTPUT_TAIL: usize = 4096;
+
+/// Where the run is between two events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Position {
+    /// No `run.started` yet.
+    NotStarted,
+    /// The next thing is starting `step` (`None`: the pipeline's first step). `hygiene`: a retry
+    /// happened, so every step's `produces`/`artifact` files are deleted before it starts.
+    At {
+        step: Option<StepName>,
+        hygiene: bool,
+    },
+    /// `step.started` is logged and no `step.finished` yet: on resume, re-run it from the start.
+    Running { step: StepName, attempt: Attempt },
+    /// The step finished; its route is not logged yet.
+    Finished { step: StepName, verdict: Verdict },
+    /// A `retry: true` route to `step` is logged; `attempt.retry` is not.
+    RetryDue { step: StepName },
+    /// A route to `success` or `failure` is logged; `run.finished` is not.
+    Ending { outcome: Outcome, reason: String },
+    /// `run.finished` is logged.
+    Done,
+}
+
+/// One step's history in the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepStatus {
+    /// How many times `step.started` was logged.
+    pub started: u32,
+    /// The latest finished attempt's verdict.
+    pub verdict: Option<Verdict>,
+    pub running: bool,
+}
+
+/// A failed attempt, remembered for the next retry's feedback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub step: StepName,
+    pub attempt: Attempt,
+    pub reason: String,
+    /// The tail of its output, stdout and stderr interleaved as logged.
+    pub tail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunState {
+    pub run: Option<RunId>,
+    pub pipeline: String,
+    pub attempt: Attempt,
+    pub max_attempts: u32,
+    pub position: Position,
+    pub outcome: Option<Outcome>,
+    pub reason: Option<String>,
+    /// The retry target when the run ended because its attempt budget ran out.
+    pub exhausted: Option<StepName>,
+    pub steps: BTreeMap<StepName, StepStatus>,
+    /// Every (step, attempt) that logged `step.finished`.
+    pub finished: BTreeSet<(StepName, Attempt)>,
+    /// Every retry's feedback, in order.
+    pub feedback: Vec<String>,
+    pub last_failure: Option<Failure>,
+    /// Steps whose setup ran (or was cached) in this run.
+    pub setups: BTreeSet<StepName>,
+    pub commit: Option<String>,
+    /// `tool.call`s without a `tool.result` yet: (step, call id).
+    pub open_tool_calls: Vec<(StepName, String)>,
+    pub last_seq: u64,
+    tail: String,
+}
+
+impl Default for RunState {
+    fn default() -> RunState {
+        RunState {
+            run: None,
+            pipeline: String::new(),
+            attempt: Attempt::FIRST,
+            max_attempts: 0,
+            position: Position::NotStarted,
+            outcome: None,
+            reason: None,
+            exhausted: None,
+            steps: BTreeMap::new(),
+            finished: BTreeSet::new(),
+            feedback: Vec::new(),
+            last_failure: None,
+            setups: BTreeSet::new(),
+            commit: None,
+            open_tool_calls: Vec::new(),
+            last_seq: 0,
+            tail: String::new(),
+        }
+    }
+}
+
+impl RunState {
+    /// Folds a whole log.
+    pub fn replay<'a>(records: impl IntoIterator<Item = &'a Record>) -> RunState {
+        let mut state = RunState::default();
+        for record in records {
+            state.apply(record);
+        }
+        state
+    }
+
+    /// Folds one event.
+    pub fn apply(&mut self, record: &Record) {
+        self.run = Some(record.run);
+        self.last_seq = record.seq;
+        let step = record.step.clone();
+        match &record.event {
+            Event::RunStarted {
+                pipeline,
+                attempt,
+                max_attempts,
+                ..
+            } => {
+                self.pipeline.clone_from(pipeline);
+                self.attempt = *attempt;
+                self.max_attempts = *max_attempts;
+                self.position = Position::At {
+                    step: None,
+                    hygiene: false,
+                };
+            }
+            Event::RunResumed {
+                attempt,
+                max_attempts,
+            } => {
+                self.attempt = *attempt;
+                self.max_attempts = *max_attempts;
+                // A run that ran out of attempts continues with a larger budget.
+                if let Some(target) = self.exhausted.clone()
+                    && *max_attempts > attempt.get()
+                {
+                    self.exhausted = None;
+                    self.outcome = None;
+                    self.reason = None;
+                    self.position = Position::RetryDue { step: target };
+                }
+            }
+            Event::RunFinished { outcome, reason } => {
+                if let (Outcome::Failure, Position::RetryDue { step }) = (outcome, &self.position) {
+                    self.exhausted = Some(step.clone());
+                }
+                self.outcome = Some(*outcome);
+                self.reason = Some(reason.clone());
+                self.position = Position::Done;
+            }
+            Event::StepStarted { attempt } => {
+                if let Some(step) = step {
+                    let status = self.steps.entry(step.clone()).or_default();
+                    status.started += 1;
+                    status.running = true;
+                    self.tail.clear();
+                    self.position = Position::Running {
+                        step,
+                        attempt: *attempt,
+                    };
+                }
+            }
+            Event::StepOutput { text, .. } => {
+                if matches!(self.position, Position::Running { .. }) {
+                    self.tail.push_str(text);
+                    if self.tail.len() > 2 * OUTPUT_TAIL {
+                        let mut cut = self.tail.len() - OUTPUT_TAIL;
+                        while !self.tail.is_char_boundary(cut) {
+                            cut += 1;
+                        }
+                        self.tail.drain(..cut);
+                    }
+                }
+            }
+            Event::StepFinished {
+                attempt,
+                verdict,
+                reason,
+                exit_code,
+                ..
+            } => {
+                if let Some(step) = step {
+                    let status = self.steps.entry(step.clone()).or_default();
+                    status.verdict = Some(*verdict);
+                    status.running = false;
+                    self.finished.insert((step.clone(), *attempt));
+                    if *verdict == Verdict::Fail {
+                        let reason = reason.clone().unwrap_or_else(|| match exit_code {
+                            Some(code) => format!("exited with status {code}"),
+                            None => "failed".to_owned(),
+                        });
+                        let tail = tail_of(&self.tail);
+                        self.last_failure = Some(Failure {
+                            step: step.clone(),
+                            attempt: *attempt,
+                            reason,
+                            tail,
+                        });
+                    }
+                    self.position = Position::Finished {
+                        step,
+                        verdict: *verdict,
+                    };
+                }
+            }
+            Event::Route { from, to, retry } => {
+                self.position = match (to.as_str(), StepName::parse(to)) {
+                    ("success", _) => Position::Ending {
+                        outcome: Outcome::Success,
+                        reason: format!("`{from}` routed to success"),
+                    },
+                    ("failure", _) => Position::Ending {
+                        outcome: Outcome::Failure,
+                        reason: format!("`{from}` routed to failure"),
+                    },
+                    (_, Ok(step)) if *retry => Position::RetryDue { step },
+                    (_, Ok(step)) => Position::At {
+                        step: Some(step),
+                        hygiene: false,
+                    },
+                    (_, Err(_)) => Position::Ending {
+                        outcome: Outcome::Failure,
+                        reason: format!("`{from}` routed to unknown `{to}`"),
+                    },
+                };
+            }
+            Event::AttemptRetry { attempt, feedback } => {
+                self.attempt = *attempt;
+                self.feedback.push(feedback.clone());
+                if let Position::RetryDue { step } = &self.position {
+                    self.position = Position::At {
+                        step: Some(step.clone()),
+                        hygiene: true,
+                    };
+                }
+            }
+            Event::SetupRan { exit_code: 0, .. } | Event::SetupCached { .. } => {
+                if let Some(step) = step {
+                    self.setups.insert(step);
+                }
+            }
+            Event::CommitCreated { sha } => self.commit = Some(sha.clone()),
+            Event::ToolCall { id, .. } => {
+                if let Some(step) = step {
+                    self.open_tool_calls.push((step, id.clone()));
+                }
+            }
+            Event::ToolResult { id, .. } => {
+                self.open_tool_calls
+                    .retain(|(s, open)| !(open == id && step.as_ref() == Some(s)));
+            }
+            Event::SetupRan { .. }
+            | Event::SandboxSession { .. }
+            | Event::SandboxExec { .. }
+            | Event::EgressAllow(_)
+            | Event::EgressDeny(_)
+            | Event::EgressClose(_)
+            | Event::PolicyGrant { .. }
+            | Event::PolicyRefuse { .. }
+            | Event::LlmRequest { .. }
+            | Event::LlmResponse { .. }
+            | Event::ArtifactWritten { .. }
+            | Event::ResourcesSample { .. }
+            | Event::ResourcesWarning { .. }
+            | Event::Error { .. } => {}
+        }
+    }
+
+    /// Whether the run has a final outcome.
+    pub fn is_finished(&self) -> bool {
+        self.outcome.is_some()
+    }
+}
+
+fn tail_of(text: &str) -> String {
+    if text.len() <= OUTPUT_TAIL {
+        return text.to_owned();
+    }
+    let mut cut = text.len() - OUTPUT_TAIL;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text[cut..].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cordon_protocol::event::Timestamp;
+
+    fn record(seq: u64, step: Option<&str>, event: Event) -> Record {
+        Record {
+            run: RunId::from_u128(1),
+            seq,
+            ts: Timestamp(0),
+            step: step.and_then(|s| StepName::parse(s).ok()),
+            event,
+        }
+    }
+
+    #[test]
+    fn the_fold_accepts_events_in_any_order_without_failing() {
+        let attempt = Attempt::FIRST;
+        let odd = [
+            record(
+                1,
+                None,
+                Event::StepFinished {
+                    attempt,
+                    verdict: Verdict::Pass,
+                    exit_code: None,
+                    reason: None,
+                    diff: None,
+                },
+            ),
+            record(
+                2,
+                None,
+                Event::AttemptRetry {
+                    attempt,
+                    feedback: "f".into(),
+                },
+            ),
+            record(
+                3,
+                Some("a"),
+                Event::StepOutput {
+                    stream: cordon_protocol::event::OutputStream::Stdout,
+                    text: "x".repeat(3 * OUTPUT_TAIL),
+                },
+            ),
+            record(
+                4,
+                None,
+                Event::Route {
+                    from: StepName::parse("a").expect("name"),
+                    to: "NOT A STEP".into(),
+                    retry: false,
+                },
+            ),
+            record(
+                5,
+                None,
+                Event::RunResumed {
+                    attempt,
+                    max_attempts: 9,
+                },
+            ),
+        ];
+        let state = RunState::replay(&odd);
+        assert_eq!(state.last_seq, 5);
+        assert_eq!(state.max_attempts, 9);
+        assert!(
+            matches!(
+                state.position,
+                Position::Ending {
+                    outcome: Outcome::Failure,
+                    ..
+                }
+            ),
+            "{:?}",
+            state.position
+        );
+    }
+
+    #[test]
+    fn output_tail_is_bounded_and_kept_for_the_failure() {
+        let attempt = Attempt::FIRST;
+        let text = format!("{}END", "é".repeat(OUTPUT_TAIL));
+        let state = RunState::replay(&[
+            record(1, Some("a"), Event::StepStarted { attempt }),
+            record(
+                2,
+                Some("a"),
+                Event::StepOutput {
+                    stream: cordon_protocol::event::OutputStream::Stderr,
+                    text,
+                },
+            ),
+            record(
+                3,
+                Some("a"),
+                Event::StepFinished {
+                    attempt,
+                    verdict: Verdict::Fail,
+                    exit_code: Some(2),
+                    reason: None,
+                    diff: None,
+                },
+            ),
+        ]);
+        let failure = state.last_failure.expect("failure");
+        assert!(failure.tail.len() <= OUTPUT_TAIL && failure.tail.ends_with("END"));
+        assert_eq!(failure.reason, "exited with status 2");
+    }
+}

@@ -1,0 +1,211 @@
+//! Agent steps through the `AgentDriver` seam, with a scripted driver: verdicts from the
+//! artifact, feedback handed to the next attempt, events logged through the engine.
+
+use cordon_engine::agent::Interrupted;
+use cordon_engine::{AgentDriver, AgentEnd, AgentTask, Control, Engine, RunContext, StepSession};
+use cordon_protocol::Event;
+use cordon_protocol::event::Outcome;
+
+use crate::harness::Harness;
+
+/// Writes `review.md` with the verdict of its attempt and records the feedback it was given.
+struct Reviewer {
+    workspace: std::path::PathBuf,
+    seen_feedback: Vec<usize>,
+}
+
+impl AgentDriver for Reviewer {
+    fn run(
+        &mut self,
+        task: &AgentTask<'_>,
+        _session: &mut dyn StepSession,
+        log: &mut dyn FnMut(Event) -> Result<(), Interrupted>,
+    ) -> Result<AgentEnd, String> {
+        self.seen_feedback.push(task.feedback.len());
+        let verdict = if task.attempt.get() == 1 {
+            "NEEDS CHANGES"
+        } else {
+            "APPROVED"
+        };
+        log(Event::ToolCall {
+            id: "1".into(),
+            name: "write_file".into(),
+            arguments: serde_json::json!({"path": "review.md"}),
+        })
+        .map_err(|_| "interrupted".to_owned())?;
+        std::fs::write(
+            self.workspace.join("review.md"),
+            format!("notes\nVERDICT: {verdict}\n"),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(AgentEnd::Finished {
+            final_message: "done".into(),
+        })
+    }
+}
+
+#[test]
+fn an_agent_verdict_from_its_artifact_routes_and_its_feedback_reaches_the_next_attempt() {
+    let yaml = "name: p\nllm: {provider: replay, transcript: t.jsonl}\nsteps:\n  - {name: review, agent: review, artifact: review.md, verdicts: {pass: APPROVED, fail: NEEDS CHANGES}, on_fail: {goto: review, retry: true}}\n";
+    let files: std::collections::BTreeMap<std::path::PathBuf, String> = [(
+        "agents/review.agent.md".into(),
+        "---\nname: review\n---\nReview.\n".to_owned(),
+    )]
+    .into_iter()
+    .collect();
+    let pipeline =
+        cordon_pipeline::load_str("pipeline.yaml", yaml, std::path::Path::new(""), &files)
+            .expect("valid")
+            .pipeline;
+    assert!(cordon_engine::preflight(&pipeline, cordon_engine::Agents::Available).is_ok());
+    assert!(
+        cordon_engine::preflight(&pipeline, cordon_engine::Agents::Unavailable).is_err(),
+        "refused without a driver"
+    );
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline;
+    let mut driver = Reviewer {
+        workspace: h.workspace.clone(),
+        seen_feedback: Vec::new(),
+    };
+    let mut observer = |_: &cordon_protocol::Record| Control::Continue;
+    let cx = RunContext {
+        store: &h.store,
+        run: h.run,
+        pipeline: &h.pipeline,
+        workspace: h.workspace.clone(),
+        executor: &mut h.fake,
+        host: None,
+        secrets: &h.secrets,
+        refresh: false,
+        tooling: Vec::new(),
+        agents: Some(&mut driver),
+    };
+    let mut engine = Engine::new(cx, &mut observer).expect("engine");
+    engine.start(3).expect("start");
+    assert_eq!(
+        engine.drive().expect("drive"),
+        cordon_engine::Ending::Finished(Outcome::Success)
+    );
+    drop(engine);
+    assert_eq!(
+        h.trace(),
+        [
+            "review@1:fail",
+            "->review (retry)",
+            "retry 2",
+            "review@2:pass",
+            "->success",
+            "=success"
+        ]
+    );
+    assert_eq!(
+        driver.seen_feedback,
+        [0, 1],
+        "the second attempt got the first one's feedback"
+    );
+    let feedback = h.state().feedback;
+    assert!(
+        feedback[0].contains("`review.md` says `VERDICT: NEEDS CHANGES`")
+            && feedback[0].contains("--- review.md ---\nnotes\n"),
+        "{feedback:?}"
+    );
+    assert!(h.records().iter().any(|r| r.event.kind() == "tool.call"));
+}
+
+/// Calls one tool and never answers it itself (the engine stops it right after the call).
+struct Caller;
+
+impl AgentDriver for Caller {
+    fn run(
+        &mut self,
+        _task: &AgentTask<'_>,
+        _session: &mut dyn StepSession,
+        log: &mut dyn FnMut(Event) -> Result<(), Interrupted>,
+    ) -> Result<AgentEnd, String> {
+        log(Event::ToolCall {
+            id: "call-1".into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": "make"}),
+        })
+        .map_err(|_| "interrupted".to_owned())?;
+        log(Event::ToolResult {
+            id: "call-1".into(),
+            ok: true,
+            interrupted: None,
+            output: "ok".into(),
+        })
+        .map_err(|_| "interrupted".to_owned())?;
+        Ok(AgentEnd::Finished {
+            final_message: "done".into(),
+        })
+    }
+}
+
+#[test]
+fn an_unanswered_tool_call_gets_an_interrupted_result_on_resume() {
+    let yaml = "name: p\nllm: {provider: replay, transcript: t.jsonl}\nsteps:\n  - {name: dev, agent: dev}\n";
+    let files: std::collections::BTreeMap<std::path::PathBuf, String> = [(
+        "agents/dev.agent.md".into(),
+        "---\nname: dev\n---\nWork.\n".to_owned(),
+    )]
+    .into_iter()
+    .collect();
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = cordon_pipeline::load_str("pipeline.yaml", yaml, std::path::Path::new(""), &files)
+        .expect("valid")
+        .pipeline;
+    for stop_after_call in [true, false] {
+        let mut driver = Caller;
+        let mut observer = |r: &cordon_protocol::Record| {
+            if stop_after_call && r.event.kind() == "tool.call" {
+                Control::Stop
+            } else {
+                Control::Continue
+            }
+        };
+        let cx = RunContext {
+            store: &h.store,
+            run: h.run,
+            pipeline: &h.pipeline,
+            workspace: h.workspace.clone(),
+            executor: &mut h.fake,
+            host: None,
+            secrets: &h.secrets,
+            refresh: false,
+            tooling: Vec::new(),
+            agents: Some(&mut driver),
+        };
+        let mut engine = Engine::new(cx, &mut observer).expect("engine");
+        if stop_after_call {
+            engine.start(3).expect("start");
+        } else {
+            engine.resume(3).expect("resume");
+        }
+        engine.drive().expect("drive");
+    }
+    let tools: Vec<String> = h
+        .records()
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::ToolCall { id, .. } => Some(format!("call {id}")),
+            Event::ToolResult {
+                id, interrupted, ..
+            } => Some(format!("result {id} interrupted={interrupted:?}")),
+            Event::StepStarted { .. } => Some("started".to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "started",
+            "call call-1",
+            "result call-1 interrupted=Some(true)",
+            "started",
+            "call call-1",
+            "result call-1 interrupted=None"
+        ]
+    );
+    assert!(h.state().open_tool_calls.is_empty());
+}

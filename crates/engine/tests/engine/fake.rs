@@ -1,0 +1,129 @@
+//! `FakeExecutor`: opens no sandbox; each command's exit code, output and workspace writes come
+//! from a script keyed by the command text and the attempt.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cordon_engine::executor::{ExecError, Purpose};
+use cordon_engine::{CommandResult, Executor, SessionSpec, StepSession};
+use cordon_protocol::event::OutputStream;
+
+/// What one command does when run.
+#[derive(Clone, Debug, Default)]
+pub struct Behaviour {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// Files written into the workspace (relative path, content).
+    pub writes: Vec<(String, String)>,
+}
+
+/// One session the engine opened.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    pub step: String,
+    pub purpose: Purpose,
+    pub env: Vec<(String, String)>,
+}
+
+/// Commands are the last argv element (the `sh -c` text); `(command, attempt)` wins over
+/// `(command, 0)`; unknown commands pass silently.
+#[derive(Clone, Debug, Default)]
+pub struct FakeExecutor {
+    pub workspace: PathBuf,
+    pub script: BTreeMap<(String, u32), Behaviour>,
+    /// Every session opened, in order.
+    pub opened: Vec<Opened>,
+    pub refuse: Option<String>,
+}
+
+impl FakeExecutor {
+    pub fn new(workspace: PathBuf) -> FakeExecutor {
+        FakeExecutor {
+            workspace,
+            ..FakeExecutor::default()
+        }
+    }
+
+    /// `command` behaves like this in every attempt (0) or one attempt.
+    pub fn on(&mut self, command: &str, attempt: u32, behaviour: Behaviour) -> &mut FakeExecutor {
+        self.script.insert((command.to_owned(), attempt), behaviour);
+        self
+    }
+}
+
+struct FakeSession {
+    workspace: PathBuf,
+    attempt: u32,
+    script: BTreeMap<(String, u32), Behaviour>,
+}
+
+impl Executor for FakeExecutor {
+    fn open(&mut self, spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError> {
+        if let Some(message) = &self.refuse {
+            return Err(ExecError::Refused(message.clone()));
+        }
+        self.opened.push(Opened {
+            step: spec.step.to_string(),
+            purpose: spec.purpose,
+            env: spec.env.clone(),
+        });
+        Ok(Box::new(FakeSession {
+            workspace: self.workspace.clone(),
+            attempt: spec.attempt.get(),
+            script: self.script.clone(),
+        }))
+    }
+}
+
+impl StepSession for FakeSession {
+    fn run(
+        &mut self,
+        argv: &[String],
+        on_output: &mut dyn FnMut(OutputStream, &[u8]),
+    ) -> Result<CommandResult, ExecError> {
+        let command = argv.last().cloned().unwrap_or_default();
+        let behaviour = self
+            .script
+            .get(&(command.clone(), self.attempt))
+            .or_else(|| self.script.get(&(command, 0)))
+            .cloned()
+            .unwrap_or_default();
+        for (path, content) in &behaviour.writes {
+            let full = self.workspace.join(path);
+            if let Some(parent) = full.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| ExecError::Failed(e.to_string()))?;
+            }
+            std::fs::write(full, content).map_err(|e| ExecError::Failed(e.to_string()))?;
+        }
+        if !behaviour.stdout.is_empty() {
+            on_output(OutputStream::Stdout, behaviour.stdout.as_bytes());
+        }
+        if !behaviour.stderr.is_empty() {
+            on_output(OutputStream::Stderr, behaviour.stderr.as_bytes());
+        }
+        Ok(CommandResult {
+            exit_code: behaviour.exit_code,
+            timed_out: false,
+            duration: Duration::from_millis(1),
+        })
+    }
+
+    fn close(self: Box<Self>) {}
+}
+
+pub fn fails(code: i32, stderr: &str) -> Behaviour {
+    Behaviour {
+        exit_code: code,
+        stderr: stderr.to_owned(),
+        ..Behaviour::default()
+    }
+}
+
+pub fn writes(path: &str, content: &str) -> Behaviour {
+    Behaviour {
+        writes: vec![(path.to_owned(), content.to_owned())],
+        ..Behaviour::default()
+    }
+}

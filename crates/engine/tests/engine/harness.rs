@@ -1,0 +1,141 @@
+//! `Harness`: a workspace, a state directory, a pipeline and a fake executor; runs the engine
+//! and summarises what the log says happened.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cordon_engine::{Control, Ending, Engine, RunContext, RunState, Secrets};
+use cordon_pipeline::Pipeline;
+use cordon_protocol::event::{Outcome, Timestamp};
+use cordon_protocol::{Event, Record, RunId};
+use cordon_store::{RunRow, StateDir, Store};
+
+use crate::fake::FakeExecutor;
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub workspace: PathBuf,
+    pub store: Store,
+    pub pipeline: Pipeline,
+    pub fake: FakeExecutor,
+    pub secrets: Secrets,
+    pub run: RunId,
+}
+
+pub fn pipeline(yaml: &str) -> Pipeline {
+    let files: BTreeMap<PathBuf, String> = BTreeMap::new();
+    match cordon_pipeline::load_str("pipeline.yaml", yaml, Path::new(""), &files) {
+        Ok(loaded) => loaded.pipeline,
+        Err(diagnostics) => panic!("test pipeline is invalid: {diagnostics:?}"),
+    }
+}
+
+impl Harness {
+    pub fn new(yaml: &str) -> Harness {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir_all(&workspace).expect("mkdir");
+        let workspace = workspace.canonicalize().expect("canonical");
+        let store = Store::open(&StateDir::new(dir.path().join("state"))).expect("store");
+        let pipeline = pipeline(yaml);
+        let run = RunId::from_parts(1_769_860_800_000, 42);
+        store
+            .create_run(&RunRow {
+                id: run,
+                pipeline: pipeline.name.clone(),
+                pipeline_file: workspace.join("pipeline.yaml"),
+                workspace: workspace.clone(),
+                started: Timestamp(0),
+                snapshot: None,
+            })
+            .expect("create run");
+        let fake = FakeExecutor::new(workspace.clone());
+        Harness {
+            dir,
+            workspace,
+            store,
+            pipeline,
+            fake,
+            secrets: Secrets::default(),
+            run,
+        }
+    }
+
+    /// Starts (when fresh) or resumes the run and drives it; `stop_after`: stop once the log
+    /// holds that many events, as if the process died there.
+    pub fn drive(&mut self, max_attempts: u32, stop_after: Option<u64>) -> Ending {
+        let fresh = self.store.events(self.run).expect("events").is_empty();
+        let mut observer = |record: &Record| match stop_after {
+            Some(k) if record.seq >= k => Control::Stop,
+            _ => Control::Continue,
+        };
+        let cx = RunContext {
+            store: &self.store,
+            run: self.run,
+            pipeline: &self.pipeline,
+            workspace: self.workspace.clone(),
+            executor: &mut self.fake,
+            host: None,
+            secrets: &self.secrets,
+            refresh: false,
+            tooling: Vec::new(),
+            agents: None,
+        };
+        let mut engine = Engine::new(cx, &mut observer).expect("engine");
+        if fresh {
+            engine.start(max_attempts).expect("start");
+            if stop_after.is_some_and(|k| k <= 1) {
+                return Ending::Stopped;
+            }
+        } else if !engine.state().is_finished() || engine.state().exhausted.is_some() {
+            engine.resume(max_attempts).expect("resume");
+        }
+        engine.drive().expect("drive")
+    }
+
+    pub fn run_to_end(&mut self, max_attempts: u32) -> Outcome {
+        match self.drive(max_attempts, None) {
+            Ending::Finished(outcome) => outcome,
+            Ending::Stopped => panic!("nothing asked to stop"),
+        }
+    }
+
+    pub fn records(&self) -> Vec<Record> {
+        self.store.events(self.run).expect("events")
+    }
+
+    pub fn state(&self) -> RunState {
+        RunState::replay(&self.records())
+    }
+
+    /// The run as a compact trace: `step@attempt:pass`, `->to`, `retry N`, `=outcome`.
+    pub fn trace(&self) -> Vec<String> {
+        trace(&self.records())
+    }
+}
+
+pub fn trace(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::StepFinished {
+                attempt, verdict, ..
+            } => Some(format!(
+                "{}@{attempt}:{}",
+                r.step.as_ref().map_or("?", |s| s.as_str()),
+                if *verdict == cordon_protocol::event::Verdict::Pass {
+                    "pass"
+                } else {
+                    "fail"
+                }
+            )),
+            Event::Route {
+                to, retry: true, ..
+            } => Some(format!("->{to} (retry)")),
+            Event::Route { to, .. } => Some(format!("->{to}")),
+            Event::AttemptRetry { attempt, .. } => Some(format!("retry {attempt}")),
+            Event::RunFinished { outcome, .. } => Some(format!("={}", outcome.as_str())),
+            _ => None,
+        })
+        .collect()
+}

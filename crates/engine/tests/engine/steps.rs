@@ -1,0 +1,214 @@
+//! What happens inside and around a step: produces checks, hygiene and feedback on retry,
+//! secrets injected and scrubbed, refusals before anything runs.
+
+use cordon_protocol::Event;
+use cordon_protocol::event::Outcome;
+
+use crate::fake::{Behaviour, fails, writes};
+use crate::harness::{Harness, pipeline};
+
+#[test]
+fn a_step_that_passes_without_its_produces_fails_naming_them() {
+    let mut h = Harness::new(
+        "name: p\nsteps:\n  - {name: a, command: a, produces: [out.txt, report.md]}\n",
+    );
+    h.fake.on("a", 0, writes("out.txt", "x"));
+    assert_eq!(h.run_to_end(3), Outcome::Failure);
+    let reason = h.records().iter().find_map(|r| match &r.event {
+        Event::StepFinished { reason, .. } => reason.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        reason.as_deref(),
+        Some("expected output missing: report.md")
+    );
+}
+
+#[test]
+fn a_retry_reads_outputs_and_the_failing_tail_into_feedback_then_deletes_them() {
+    let yaml = "name: p\nsteps:\n  - {name: dev, command: dev, produces: [summary.md]}\n  - {name: test, command: test, on_fail: {goto: dev, retry: true}}\n";
+    let mut h = Harness::new(yaml);
+    h.fake
+        .on("dev", 1, writes("summary.md", "changed parser\n"))
+        .on("dev", 2, writes("summary.md", "second try\n"))
+        .on(
+            "test",
+            1,
+            Behaviour {
+                stdout: "running 3 tests\n".into(),
+                ..fails(1, "test_parse FAILED\n")
+            },
+        );
+    // Attempt 2's dev sees no summary.md from attempt 1 (it was deleted), so it writes it anew.
+    assert_eq!(h.run_to_end(3), Outcome::Success);
+    let feedback: Vec<String> = h
+        .records()
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::AttemptRetry { feedback, .. } => Some(feedback.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        feedback,
+        [
+            "step `test` failed in attempt 1: exited with status 1\n--- output tail of `test` ---\nrunning 3 tests\ntest_parse FAILED\n--- summary.md ---\nchanged parser\n"
+        ]
+    );
+    assert_eq!(
+        h.state().feedback.len(),
+        1,
+        "feedback accumulates in the state"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("summary.md"))
+            .ok()
+            .as_deref(),
+        Some("second try\n")
+    );
+}
+
+#[test]
+fn hygiene_deletes_produces_before_the_retried_step_starts() {
+    let yaml = "name: p\nsteps:\n  - {name: dev, command: dev, produces: [summary.md]}\n  - {name: test, command: test, on_fail: {goto: dev, retry: true}}\n";
+    let mut h = Harness::new(yaml);
+    // dev writes summary.md only in attempt 1, so attempt 2 fails its produces check: proof
+    // that the file was deleted between the attempts.
+    h.fake
+        .on("dev", 1, writes("summary.md", "x"))
+        .on("test", 1, fails(1, ""));
+    assert_eq!(h.run_to_end(3), Outcome::Failure);
+    assert_eq!(
+        h.trace(),
+        [
+            "dev@1:pass",
+            "->test",
+            "test@1:fail",
+            "->dev (retry)",
+            "retry 2",
+            "dev@2:fail",
+            "->failure",
+            "=failure"
+        ]
+    );
+}
+
+#[test]
+fn secrets_reach_only_their_steps_and_are_scrubbed_from_events() {
+    let yaml = "name: p\nsecrets: {gh: {from: env, key: GH_TOKEN}}\nsteps:\n  - {name: a, command: a, secrets: [gh]}\n  - {name: b, command: b}\n";
+    let mut h = Harness::new(yaml);
+    let lookup = |key: &str| (key == "GH_TOKEN").then(|| "ghp_secretvalue123".to_owned());
+    h.secrets = cordon_engine::Secrets::resolve(&h.pipeline, &lookup).expect("resolve");
+    h.fake.on(
+        "a",
+        0,
+        Behaviour {
+            stdout: "token is ghp_secretvalue123 ok\n".into(),
+            ..fails(1, "\"ghp_secretvalue123\"\n")
+        },
+    );
+    h.run_to_end(3);
+    let opened: Vec<(String, Vec<(String, String)>)> = h
+        .fake
+        .opened
+        .iter()
+        .map(|o| (o.step.clone(), o.env.clone()))
+        .collect();
+    assert_eq!(
+        opened,
+        [(
+            "a".to_owned(),
+            vec![("GH_TOKEN".to_owned(), "ghp_secretvalue123".to_owned())]
+        )]
+    );
+    let log: String = h
+        .records()
+        .iter()
+        .map(|r| r.to_json_line() + "\n")
+        .collect();
+    assert!(!log.contains("ghp_secretvalue123"), "{log}");
+    assert!(log.contains("token is [secret:gh] ok"), "{log}");
+    assert!(log.contains("\\\"[secret:gh]\\\""), "{log}");
+}
+
+#[test]
+fn missing_and_short_secrets_are_refused_naming_ref_and_variable() {
+    let p = pipeline(
+        "name: p\nsecrets: {gh: {from: env, key: GH_TOKEN}}\nsteps:\n  - {name: a, command: a, secrets: [gh]}\n",
+    );
+    let none = |_: &str| None;
+    let short = |_: &str| Some("1234567".to_owned());
+    let err = |lookup: &dyn Fn(&str) -> Option<String>| {
+        cordon_engine::Secrets::resolve(&p, lookup)
+            .err()
+            .map(|e| e.to_string())
+    };
+    assert_eq!(
+        err(&none).as_deref(),
+        Some(
+            "secret `gh` reads the variable `GH_TOKEN`, which is not set; export GH_TOKEN before `cordon run`"
+        )
+    );
+    assert!(err(&short).is_some_and(|m| m.starts_with("secret `gh` (from `GH_TOKEN`) is shorter than 8 bytes")));
+    let eight = |_: &str| Some("12345678".to_owned());
+    assert_eq!(err(&eight), None, "eight bytes are enough (control)");
+}
+
+#[test]
+fn agent_and_proxy_steps_are_refused_before_anything_runs() {
+    let check = |yaml: &str, expected: &str| {
+        let message = cordon_engine::preflight(&pipeline(yaml), cordon_engine::Agents::Unavailable)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(message.contains(expected), "{message}");
+    };
+    check(
+        "name: p\nsteps:\n  - {name: a, command: a, network: open}\n",
+        "step `a` has `network: OPEN (every name and port)`, which needs the egress proxy; egress arrives with the proxy",
+    );
+    check(
+        "name: p\nsteps:\n  - {name: a, command: a, network: {allow: [example.com]}}\n",
+        "egress arrives with the proxy",
+    );
+    check(
+        "name: p\nsteps:\n  - {name: a, command: a, setup: s, setup_network: {allow: [example.com]}}\n",
+        "the setup of step `a`",
+    );
+    assert!(
+        cordon_engine::preflight(
+            &pipeline("name: p\nsteps:\n  - {name: a, command: a}\n"),
+            cordon_engine::Agents::Unavailable
+        )
+        .is_ok(),
+        "control"
+    );
+}
+
+#[test]
+fn a_missing_sandbox_layer_stops_the_run_with_a_layer_error() {
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: a, command: a}\n");
+    h.fake.refuse = Some("refusing to run: the sandbox layer `landlock` is not available".into());
+    let cx = cordon_engine::RunContext {
+        store: &h.store,
+        run: h.run,
+        pipeline: &h.pipeline,
+        workspace: h.workspace.clone(),
+        executor: &mut h.fake,
+        host: None,
+        secrets: &h.secrets,
+        refresh: false,
+        tooling: Vec::new(),
+        agents: None,
+    };
+    let mut observer = |_: &cordon_protocol::Record| cordon_engine::Control::Continue;
+    let mut engine = cordon_engine::Engine::new(cx, &mut observer).expect("engine");
+    engine.start(3).expect("start");
+    let err = engine.drive().expect_err("refused");
+    assert_eq!(err.class(), cordon_engine::ErrorClass::Layer);
+    let state = h.state();
+    assert!(
+        matches!(state.position, cordon_engine::Position::Running { .. }),
+        "the run stays resumable"
+    );
+}

@@ -1,0 +1,279 @@
+//! The closed set of run events (DESIGN Appendix A): what the engine appends, the store keeps,
+//! and `logs`, `run --json` and the UI read. Adding a variant is a schema change: bump
+//! [`SCHEMA_VERSION`] and every exhaustive `match` on [`Event`] shows what must handle it.
+
+mod audit;
+mod ids;
+mod record;
+mod timestamp;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Attempt, StepName};
+
+pub use audit::AuditRecord;
+pub use record::{Record, RecordError};
+pub use timestamp::Timestamp;
+
+/// The version of the event schema. A store written by a newer cordon (a higher version) is
+/// refused rather than misread.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where a step's output chunk came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// A step attempt's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Success,
+    Failure,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+        }
+    }
+}
+
+/// Which side of cordon an LLM call went through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmSource {
+    /// An agent step's own provider adapter.
+    Agent,
+    /// The model lane of a command step (DESIGN §5).
+    Lane,
+}
+
+/// A stored blob (a large output, a diff), referenced from events by this number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BlobId(pub u64);
+
+/// One event. The JSON `type` is the dotted name; the variant's fields are the `data` object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", deny_unknown_fields)]
+pub enum Event {
+    /// A fresh run began. `max_attempts` is the run's budget (pipeline or `--max-attempts`).
+    #[serde(rename = "run.started")]
+    RunStarted {
+        pipeline: String,
+        workspace: String,
+        attempt: Attempt,
+        max_attempts: u32,
+    },
+    /// A process took the run over again; `max_attempts` is the budget from now on.
+    #[serde(rename = "run.resumed")]
+    RunResumed { attempt: Attempt, max_attempts: u32 },
+    #[serde(rename = "run.finished")]
+    RunFinished { outcome: Outcome, reason: String },
+    /// Durable before the attempt's first side effect.
+    #[serde(rename = "step.started")]
+    StepStarted { attempt: Attempt },
+    /// A chunk of a step's output, secrets scrubbed.
+    #[serde(rename = "step.output")]
+    StepOutput { stream: OutputStream, text: String },
+    #[serde(rename = "step.finished")]
+    StepFinished {
+        attempt: Attempt,
+        verdict: Verdict,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The workspace's changes after this attempt (a `git diff` against the run's base).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<BlobId>,
+    },
+    /// Where a verdict sent the run: a step name, `success` or `failure`.
+    #[serde(rename = "route")]
+    Route {
+        from: StepName,
+        to: String,
+        retry: bool,
+    },
+    /// The run's attempt counter grew; `feedback` is what this retry added for the agents.
+    #[serde(rename = "attempt.retry")]
+    AttemptRetry { attempt: Attempt, feedback: String },
+    #[serde(rename = "sandbox.session")]
+    SandboxSession {
+        step: StepName,
+        attempt: Attempt,
+        network: String,
+    },
+    #[serde(rename = "sandbox.exec")]
+    SandboxExec {
+        argv_digest: String,
+        exit_code: i32,
+        duration_ms: u64,
+        timed_out: bool,
+    },
+    /// A setup hook ran; `stamp` is the digest it is cached under.
+    #[serde(rename = "setup.ran")]
+    SetupRan {
+        stamp: String,
+        exit_code: i32,
+        duration_ms: u64,
+    },
+    /// A setup hook was skipped because its stamp matched.
+    #[serde(rename = "setup.cached")]
+    SetupCached { stamp: String },
+    #[serde(rename = "egress.allow")]
+    EgressAllow(AuditRecord),
+    #[serde(rename = "egress.deny")]
+    EgressDeny(AuditRecord),
+    #[serde(rename = "egress.close")]
+    EgressClose(AuditRecord),
+    #[serde(rename = "policy.grant")]
+    PolicyGrant { domain: String, reason: String },
+    #[serde(rename = "policy.refuse")]
+    PolicyRefuse { domain: String, reason: String },
+    #[serde(rename = "llm.request")]
+    LlmRequest { model: String, source: LlmSource },
+    #[serde(rename = "llm.response")]
+    LlmResponse {
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        latency_ms: u64,
+        source: LlmSource,
+    },
+    #[serde(rename = "tool.call")]
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    #[serde(rename = "tool.result")]
+    ToolResult {
+        id: String,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interrupted: Option<bool>,
+        output: String,
+    },
+    #[serde(rename = "artifact.written")]
+    ArtifactWritten { path: String },
+    #[serde(rename = "commit.created")]
+    CommitCreated { sha: String },
+    #[serde(rename = "resources.sample")]
+    ResourcesSample {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        memory_bytes: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        disk_percent: Option<u8>,
+    },
+    #[serde(rename = "resources.warning")]
+    ResourcesWarning { message: String },
+    #[serde(rename = "error")]
+    Error { message: String },
+}
+
+impl Event {
+    /// The dotted type name, as in the JSON `type` field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "run.started",
+            Event::RunResumed { .. } => "run.resumed",
+            Event::RunFinished { .. } => "run.finished",
+            Event::StepStarted { .. } => "step.started",
+            Event::StepOutput { .. } => "step.output",
+            Event::StepFinished { .. } => "step.finished",
+            Event::Route { .. } => "route",
+            Event::AttemptRetry { .. } => "attempt.retry",
+            Event::SandboxSession { .. } => "sandbox.session",
+            Event::SandboxExec { .. } => "sandbox.exec",
+            Event::SetupRan { .. } => "setup.ran",
+            Event::SetupCached { .. } => "setup.cached",
+            Event::EgressAllow(_) => "egress.allow",
+            Event::EgressDeny(_) => "egress.deny",
+            Event::EgressClose(_) => "egress.close",
+            Event::PolicyGrant { .. } => "policy.grant",
+            Event::PolicyRefuse { .. } => "policy.refuse",
+            Event::LlmRequest { .. } => "llm.request",
+            Event::LlmResponse { .. } => "llm.response",
+            Event::ToolCall { .. } => "tool.call",
+            Event::ToolResult { .. } => "tool.result",
+            Event::ArtifactWritten { .. } => "artifact.written",
+            Event::CommitCreated { .. } => "commit.created",
+            Event::ResourcesSample { .. } => "resources.sample",
+            Event::ResourcesWarning { .. } => "resources.warning",
+            Event::Error { .. } => "error",
+        }
+    }
+
+    /// Whether the run's route depends on this event, so it must be durable (`synchronous=FULL`)
+    /// before anything that follows it. The others (output, samples, audit) may be lost in a
+    /// crash together with the step in flight, never more.
+    pub fn is_boundary(&self) -> bool {
+        match self {
+            Event::RunStarted { .. }
+            | Event::RunResumed { .. }
+            | Event::RunFinished { .. }
+            | Event::StepStarted { .. }
+            | Event::StepFinished { .. }
+            | Event::AttemptRetry { .. }
+            | Event::SetupRan { .. }
+            | Event::PolicyGrant { .. }
+            | Event::PolicyRefuse { .. }
+            | Event::CommitCreated { .. } => true,
+            // A route is recomputed from `step.finished` and the pipeline when it is lost, and
+            // the next `step.started` makes it durable anyway.
+            Event::Route { .. }
+            | Event::StepOutput { .. }
+            | Event::SandboxSession { .. }
+            | Event::SandboxExec { .. }
+            | Event::SetupCached { .. }
+            | Event::EgressAllow(_)
+            | Event::EgressDeny(_)
+            | Event::EgressClose(_)
+            | Event::LlmRequest { .. }
+            | Event::LlmResponse { .. }
+            | Event::ToolCall { .. }
+            | Event::ToolResult { .. }
+            | Event::ArtifactWritten { .. }
+            | Event::ResourcesSample { .. }
+            | Event::ResourcesWarning { .. }
+            | Event::Error { .. } => false,
+        }
+    }
+
+    /// The `data` object alone, as JSON text, keys in declaration order.
+    pub fn data_json(&self) -> String {
+        // serde writes an adjacently tagged enum as `{"type":"<kind>","data":<data>}`, keys in
+        // that order; cutting the frame off keeps the data's own key order (a `Value` would
+        // sort them).
+        let whole = serde_json::to_string(self).unwrap_or_default();
+        let prefix = format!("{{\"type\":\"{}\",\"data\":", self.kind());
+        whole
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix('}'))
+            .map_or_else(|| "{}".to_owned(), str::to_owned)
+    }
+
+    /// Rebuilds an event from its `type` and `data` JSON text (as stored).
+    pub fn from_parts(kind: &str, data: &str) -> Result<Event, serde_json::Error> {
+        let kind = serde_json::to_string(kind)?;
+        serde_json::from_str(&format!("{{\"type\":{kind},\"data\":{data}}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+//! Event wire shapes: the `--json` line, timestamps, and the closed set of types.
+
+use super::*;
+use crate::RunId;
+
+fn step(name: &str) -> StepName {
+    StepName::parse(name).expect("step name")
+}
+
+fn check_timestamp(millis: u64, text: &str) {
+    assert_eq!(Timestamp(millis).to_string(), text);
+    assert_eq!(Timestamp::parse(text), Some(Timestamp(millis)), "{text}");
+}
+
+#[test]
+fn timestamps_are_rfc3339_with_milliseconds() {
+    check_timestamp(0, "1970-01-01T00:00:00.000Z");
+    check_timestamp(1_769_860_800_123, "2026-01-31T12:00:00.123Z");
+    check_timestamp(951_782_400_000, "2000-02-29T00:00:00.000Z");
+    check_timestamp(4_107_542_399_999, "2100-02-28T23:59:59.999Z");
+    for bad in [
+        "2026-01-31T12:00:00Z",
+        "2026-13-01T00:00:00.000Z",
+        "2026-01-31 12:00:00.000Z",
+        "",
+    ] {
+        assert_eq!(Timestamp::parse(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn json_line_has_the_contract_keys_in_order() {
+    let record = Record {
+        run: RunId::from_parts(1_769_860_800_123, 7),
+        seq: 3,
+        ts: Timestamp(1_769_860_800_123),
+        step: Some(step("test")),
+        event: Event::StepFinished {
+            attempt: Attempt::FIRST,
+            verdict: Verdict::Fail,
+            exit_code: Some(1),
+            reason: None,
+            diff: None,
+        },
+    };
+    assert_eq!(
+        record.to_json_line(),
+        r#"{"run":"01kg9ys7kv0000000000000007","seq":3,"ts":"2026-01-31T12:00:00.123Z","type":"step.finished","step":"test","data":{"attempt":1,"verdict":"fail","exit_code":1}}"#
+    );
+    assert_eq!(
+        Record::from_json_line(&record.to_json_line()).expect("parse"),
+        record
+    );
+}
+
+fn every_kind() -> Vec<Event> {
+    let audit = AuditRecord {
+        ts: "2026-01-31T12:00:00.123Z".to_owned(),
+        listener: "l1".to_owned(),
+        step: Some("test".to_owned()),
+        attempt: Some(1),
+        proto: "connect".to_owned(),
+        raw_target: "example.com:443".to_owned(),
+        host: Some("example.com".to_owned()),
+        port: Some(443),
+        resolved: vec!["192.0.2.1".to_owned()],
+        dialed: Some("192.0.2.1:443".to_owned()),
+        decision: "allow".to_owned(),
+        reason: None,
+        bytes_up: 1,
+        bytes_down: 2,
+        duration_ms: 3,
+    };
+    vec![
+        Event::RunStarted {
+            pipeline: "p".into(),
+            workspace: "/w".into(),
+            attempt: Attempt::FIRST,
+            max_attempts: 3,
+        },
+        Event::RunResumed {
+            attempt: Attempt::FIRST,
+            max_attempts: 3,
+        },
+        Event::RunFinished {
+            outcome: Outcome::Success,
+            reason: "r".into(),
+        },
+        Event::StepStarted {
+            attempt: Attempt::FIRST,
+        },
+        Event::StepOutput {
+            stream: OutputStream::Stderr,
+            text: "x\n".into(),
+        },
+        Event::StepFinished {
+            attempt: Attempt::FIRST,
+            verdict: Verdict::Pass,
+            exit_code: None,
+            reason: Some("ok".into()),
+            diff: Some(BlobId(4)),
+        },
+        Event::Route {
+            from: step("a"),
+            to: "success".into(),
+            retry: false,
+        },
+        Event::AttemptRetry {
+            attempt: Attempt::FIRST,
+            feedback: "f".into(),
+        },
+        Event::SandboxSession {
+            step: step("a"),
+            attempt: Attempt::FIRST,
+            network: "none".into(),
+        },
+        Event::SandboxExec {
+            argv_digest: "d".into(),
+            exit_code: 0,
+            duration_ms: 1,
+            timed_out: false,
+        },
+        Event::SetupRan {
+            stamp: "s".into(),
+            exit_code: 0,
+            duration_ms: 1,
+        },
+        Event::SetupCached { stamp: "s".into() },
+        Event::EgressAllow(audit.clone()),
+        Event::EgressDeny(audit.clone()),
+        Event::EgressClose(audit),
+        Event::PolicyGrant {
+            domain: "d".into(),
+            reason: "r".into(),
+        },
+        Event::PolicyRefuse {
+            domain: "d".into(),
+            reason: "r".into(),
+        },
+        Event::LlmRequest {
+            model: "m".into(),
+            source: LlmSource::Lane,
+        },
+        Event::LlmResponse {
+            model: "m".into(),
+            input_tokens: 1,
+            output_tokens: 2,
+            latency_ms: 3,
+            source: LlmSource::Agent,
+        },
+        Event::ToolCall {
+            id: "1".into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": "ls"}),
+        },
+        Event::ToolResult {
+            id: "1".into(),
+            ok: true,
+            interrupted: Some(true),
+            output: "o".into(),
+        },
+        Event::ArtifactWritten {
+            path: "review.md".into(),
+        },
+        Event::CommitCreated { sha: "abc".into() },
+        Event::ResourcesSample {
+            memory_bytes: Some(1),
+            disk_percent: None,
+        },
+        Event::ResourcesWarning {
+            message: "m".into(),
+        },
+        Event::Error {
+            message: "m".into(),
+        },
+    ]
+}
+
+#[test]
+fn every_event_type_survives_its_stored_form() {
+    let events = every_kind();
+    let mut kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    assert_eq!(kinds.len(), 26, "Appendix A lists 26 event types");
+    for event in events {
+        let back = Event::from_parts(event.kind(), &event.data_json())
+            .unwrap_or_else(|e| panic!("{}: {e}", event.kind()));
+        assert_eq!(back, event);
+    }
+}
+
+#[test]
+fn unknown_types_and_fields_are_refused() {
+    assert!(Event::from_parts("run.exploded", "{}").is_err());
+    assert!(Event::from_parts("step.started", r#"{"attempt":0}"#).is_err());
+    assert!(Event::from_parts("step.started", r#"{"attempt":1,"extra":true}"#).is_err());
+}

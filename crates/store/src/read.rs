@@ -1,0 +1,225 @@
+//! `Reader`: a read-only connection to the state database, for code that watches runs (the web
+//! UI, `cordon ui`) and must never write. SQLite itself refuses writes through it.
+
+use std::path::{Path, PathBuf};
+
+use cordon_protocol::event::{BlobId, Timestamp};
+use cordon_protocol::{Event, Record, RunId, StepName};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter, types::Value};
+
+use crate::lock::Lock;
+use crate::store::{DATABASE, RunRow};
+use crate::{StateDir, StoreError};
+
+/// Which events of a run to read (`logs --type/--step`, the UI's `?type=&step=&after=`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Type prefixes: `step` matches `step` and `step.*`. Empty = every type.
+    pub types: Vec<String>,
+    pub step: Option<StepName>,
+    /// Only events with a sequence number above this.
+    pub after: u64,
+    /// At most this many events (the first ones after `after`); `None` = all.
+    pub limit: Option<usize>,
+}
+
+/// A read-only view of the state directory.
+pub struct Reader {
+    conn: Connection,
+    db: PathBuf,
+    locks: PathBuf,
+}
+
+impl Reader {
+    /// Opens the existing database read-only (create it first with [`crate::Store::open`]).
+    pub fn open(dir: &StateDir) -> Result<Reader, StoreError> {
+        let db = dir.path().join(DATABASE);
+        let fail = |source| StoreError::Sqlite {
+            path: db.clone(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&db, flags).map_err(fail)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(fail)?;
+        Ok(Reader {
+            conn,
+            db,
+            locks: dir.path().join("locks"),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.db
+    }
+
+    fn fail(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| StoreError::Sqlite {
+            path: self.db.clone(),
+            source,
+        }
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs ORDER BY started, id")
+            .map_err(self.fail())?;
+        let rows = stmt.query_map([], row_to_run).map_err(self.fail())?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(
+                row.map_err(self.fail())?
+                    .map_err(|detail| StoreError::Corrupt {
+                        path: self.db.clone(),
+                        detail,
+                    })?,
+            );
+        }
+        Ok(out)
+    }
+
+    pub fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs WHERE id = ?1")
+            .and_then(|mut stmt| stmt.query_row([id.to_string()], row_to_run).optional())
+            .map_err(self.fail())?
+            .transpose()
+            .map_err(|detail| StoreError::Corrupt { path: self.db.clone(), detail })
+    }
+
+    /// The run whose id is `text` or starts with it (case-insensitive); exactly one must match.
+    pub fn find_run(&self, text: &str) -> Result<RunId, StoreError> {
+        let prefix = text.to_ascii_lowercase();
+        let matches: Vec<RunId> = self
+            .runs()?
+            .into_iter()
+            .map(|r| r.id)
+            .filter(|id| id.to_string().starts_with(&prefix))
+            .collect();
+        match matches.as_slice() {
+            [one] if !prefix.is_empty() => Ok(*one),
+            [] | [_] => Err(StoreError::UnknownRun(text.to_owned())),
+            many => Err(StoreError::AmbiguousRun {
+                prefix: text.to_owned(),
+                count: many.len(),
+            }),
+        }
+    }
+
+    /// The run's events that pass `filter`, in order.
+    pub fn events(&self, run: RunId, filter: &EventFilter) -> Result<Vec<Record>, StoreError> {
+        let id = run.to_string();
+        let mut sql =
+            String::from("SELECT seq, ts, type, step, data FROM events WHERE run = ? AND seq > ?");
+        let mut args: Vec<Value> = vec![
+            Value::Text(id.clone()),
+            Value::Integer(i64::try_from(filter.after).unwrap_or(i64::MAX)),
+        ];
+        if !filter.types.is_empty() {
+            let any: Vec<&str> = filter
+                .types
+                .iter()
+                .map(|_| "(type = ? OR substr(type, 1, length(?) + 1) = ? || '.')")
+                .collect();
+            sql.push_str(&format!(" AND ({})", any.join(" OR ")));
+            for prefix in &filter.types {
+                args.extend([
+                    Value::Text(prefix.clone()),
+                    Value::Text(prefix.clone()),
+                    Value::Text(prefix.clone()),
+                ]);
+            }
+        }
+        if let Some(step) = &filter.step {
+            sql.push_str(" AND step = ?");
+            args.push(Value::Text(step.as_str().to_owned()));
+        }
+        sql.push_str(" ORDER BY seq");
+        if let Some(limit) = filter.limit {
+            sql.push_str(" LIMIT ?");
+            args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        }
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(self.fail())?;
+        let rows = stmt
+            .query_map(params_from_iter(args), |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })
+            .map_err(self.fail())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, ts, kind, step, data) = row.map_err(self.fail())?;
+            let seq = u64::try_from(seq).unwrap_or(0);
+            let bad = |detail: String| StoreError::BadEvent {
+                run: id.clone(),
+                seq,
+                detail,
+            };
+            let event =
+                Event::from_parts(&kind, &data).map_err(|e| bad(format!("`{kind}`: {e}")))?;
+            let step = step
+                .map(|s| StepName::parse(&s))
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?;
+            out.push(Record {
+                run,
+                seq,
+                ts: Timestamp(u64::try_from(ts).unwrap_or(0)),
+                step,
+                event,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The run's highest sequence number (0 before its first event): a cheap "anything new?".
+    pub fn last_seq(&self, run: RunId) -> Result<u64, StoreError> {
+        let last: i64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?1")
+            .and_then(|mut stmt| stmt.query_row([run.to_string()], |r| r.get(0)))
+            .map_err(self.fail())?;
+        Ok(u64::try_from(last).unwrap_or(0))
+    }
+
+    /// A stored blob (a tooling snapshot, a diff).
+    pub fn blob(&self, id: BlobId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT bytes FROM blobs WHERE id = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([i64::try_from(id.0).unwrap_or(-1)], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(self.fail())
+    }
+
+    /// Whether a live process holds the run. The probe takes the lock for an instant when it
+    /// is free, so a process starting that run in the same instant may see it held and retry.
+    pub fn is_held(&self, run: RunId) -> bool {
+        Lock::is_held(&self.locks.join(run.to_string()))
+    }
+}
+
+fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRow, String>> {
+    let id: String = r.get(0)?;
+    let snapshot: Option<i64> = r.get(5)?;
+    let started: i64 = r.get(4)?;
+    let (pipeline, file, workspace): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(3)?);
+    Ok(RunId::parse(&id)
+        .map_err(|e| e.to_string())
+        .map(|id| RunRow {
+            id,
+            pipeline,
+            pipeline_file: PathBuf::from(file),
+            workspace: PathBuf::from(workspace),
+            started: Timestamp(u64::try_from(started).unwrap_or(0)),
+            snapshot: snapshot.and_then(|b| u64::try_from(b).ok()).map(BlobId),
+        }))
+}

@@ -1,0 +1,437 @@
+//! `Store`: the SQLite database in the state directory and the lock files beside it.
+
+use std::cell::Cell;
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cordon_protocol::event::{BlobId, Timestamp};
+use cordon_protocol::{Event, Record, RunId, SCHEMA_VERSION, StepName};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+
+use crate::lock::Lock;
+use crate::schema;
+use crate::{StateDir, StoreError};
+
+/// The database's file name inside the state directory.
+pub const DATABASE: &str = "cordon.db";
+
+/// How long a writer waits for another process's transaction (runs of different pipelines may
+/// share a state directory).
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One stored run's fixed facts (its progress is in its events).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRow {
+    pub id: RunId,
+    /// The pipeline's `name`.
+    pub pipeline: String,
+    pub pipeline_file: PathBuf,
+    pub workspace: PathBuf,
+    pub started: Timestamp,
+    /// The tooling snapshot taken at run start (a blob).
+    pub snapshot: Option<BlobId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sync {
+    Normal,
+    Full,
+}
+
+/// The open state directory.
+pub struct Store {
+    conn: Connection,
+    dir: PathBuf,
+    db: PathBuf,
+    sync: Cell<Sync>,
+}
+
+impl Store {
+    /// Opens (creating when missing, mode 0700) the state directory and its database, migrates
+    /// the schema, and checks the file's integrity so a damaged database is named at once.
+    pub fn open(dir: &StateDir) -> Result<Store, StoreError> {
+        let root = dir.path();
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
+            .map_err(io(root))?;
+        let locks = root.join("locks");
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&locks)
+            .map_err(io(&locks))?;
+        let db = root.join(DATABASE);
+        let fail = |source| classify(&db, source);
+        let mut conn = Connection::open(&db).map_err(fail)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+        // `quick_check` reads every page: a truncated or overwritten file fails here, with the
+        // file named, rather than in the middle of a run.
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(fail)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt {
+                path: db,
+                detail: check,
+            });
+        }
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(fail)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Corrupt {
+                path: db,
+                detail: format!("journal mode `{mode}` instead of WAL"),
+            });
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(fail)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(fail)?;
+        if version > schema::latest() {
+            return Err(StoreError::TooNew {
+                path: db,
+                found: version,
+                known: schema::latest(),
+            });
+        }
+        schema::migrate(&mut conn, version).map_err(fail)?;
+        Ok(Store {
+            conn,
+            dir: root.to_path_buf(),
+            db,
+            sync: Cell::new(Sync::Full),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.db
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn fail(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| classify(&self.db, source)
+    }
+
+    /// Records a new run's fixed facts. Its events follow through [`Store::append`].
+    pub fn create_run(&self, row: &RunRow) -> Result<(), StoreError> {
+        self.set_sync(Sync::Full)?;
+        self.conn
+            .execute(
+                "INSERT INTO runs (id, pipeline, pipeline_file, workspace, started, snapshot, event_schema) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    row.id.to_string(),
+                    row.pipeline,
+                    row.pipeline_file.to_string_lossy(),
+                    row.workspace.to_string_lossy(),
+                    millis_i64(row.started.0),
+                    row.snapshot.map(|b| b.0 as i64),
+                    SCHEMA_VERSION,
+                ],
+            )
+            .map_err(self.fail())?;
+        Ok(())
+    }
+
+    /// Appends one event as the run's next sequence number and returns it as stored. A boundary
+    /// event ([`Event::is_boundary`]) is durable (`synchronous=FULL`, the WAL fsynced) when this
+    /// returns; other events are committed with `synchronous=NORMAL`. Because the WAL is one
+    /// append-only file replayed as a prefix, the next FULL commit makes every earlier frame
+    /// durable too: a crash can lose only events after the last boundary, i.e. the output of
+    /// the step in flight, which resume re-runs from its start anyway.
+    pub fn append(
+        &self,
+        run: RunId,
+        step: Option<&StepName>,
+        event: &Event,
+    ) -> Result<Record, StoreError> {
+        self.set_sync(if event.is_boundary() {
+            Sync::Full
+        } else {
+            Sync::Normal
+        })?;
+        let ts = Timestamp(now_millis());
+        let id = run.to_string();
+        let tx = self.conn.unchecked_transaction().map_err(self.fail())?;
+        let last: i64 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?1",
+                [&id],
+                |r| r.get(0),
+            )
+            .map_err(self.fail())?;
+        let seq = last + 1;
+        tx.execute(
+            "INSERT INTO events (run, seq, ts, type, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                id,
+                seq,
+                millis_i64(ts.0),
+                event.kind(),
+                step.map(StepName::as_str),
+                event.data_json()
+            ],
+        )
+        .map_err(self.fail())?;
+        tx.commit().map_err(self.fail())?;
+        Ok(Record {
+            run,
+            seq: u64::try_from(seq).unwrap_or(0),
+            ts,
+            step: step.cloned(),
+            event: event.clone(),
+        })
+    }
+
+    fn set_sync(&self, want: Sync) -> Result<(), StoreError> {
+        if self.sync.get() != want {
+            let value = match want {
+                Sync::Normal => "NORMAL",
+                Sync::Full => "FULL",
+            };
+            self.conn
+                .pragma_update(None, "synchronous", value)
+                .map_err(self.fail())?;
+            self.sync.set(want);
+        }
+        Ok(())
+    }
+
+    /// The run's events with a sequence number above `after`, in order.
+    pub fn events_after(&self, run: RunId, after: u64) -> Result<Vec<Record>, StoreError> {
+        let id = run.to_string();
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, ts, type, step, data FROM events WHERE run = ?1 AND seq > ?2 ORDER BY seq")
+            .map_err(self.fail())?;
+        let rows = stmt
+            .query_map(params![id, i64::try_from(after).unwrap_or(i64::MAX)], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })
+            .map_err(self.fail())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, ts, kind, step, data) = row.map_err(self.fail())?;
+            let seq = u64::try_from(seq).unwrap_or(0);
+            let bad = |detail: String| StoreError::BadEvent {
+                run: id.clone(),
+                seq,
+                detail,
+            };
+            let event =
+                Event::from_parts(&kind, &data).map_err(|e| bad(format!("`{kind}`: {e}")))?;
+            let step = step
+                .map(|s| StepName::parse(&s))
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?;
+            out.push(Record {
+                run,
+                seq,
+                ts: Timestamp(u64::try_from(ts).unwrap_or(0)),
+                step,
+                event,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every event of the run, in order.
+    pub fn events(&self, run: RunId) -> Result<Vec<Record>, StoreError> {
+        self.events_after(run, 0)
+    }
+
+    pub fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs WHERE id = ?1",
+                [id.to_string()],
+                row_to_run,
+            )
+            .optional()
+            .map_err(self.fail())?
+            .transpose()
+            .map_err(|detail| StoreError::Corrupt { path: self.db.clone(), detail })
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs ORDER BY started, id")
+            .map_err(self.fail())?;
+        let rows = stmt.query_map([], row_to_run).map_err(self.fail())?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(
+                row.map_err(self.fail())?
+                    .map_err(|detail| StoreError::Corrupt {
+                        path: self.db.clone(),
+                        detail,
+                    })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The run whose id is `text` or starts with it (case-insensitive); exactly one must match.
+    pub fn find_run(&self, text: &str) -> Result<RunId, StoreError> {
+        let prefix = text.to_ascii_lowercase();
+        let matches: Vec<RunId> = self
+            .runs()?
+            .into_iter()
+            .map(|r| r.id)
+            .filter(|id| id.to_string().starts_with(&prefix))
+            .collect();
+        match matches.as_slice() {
+            [one] if !prefix.is_empty() => Ok(*one),
+            [] | [_] => Err(StoreError::UnknownRun(text.to_owned())),
+            many => Err(StoreError::AmbiguousRun {
+                prefix: text.to_owned(),
+                count: many.len(),
+            }),
+        }
+    }
+
+    /// The most recently started run.
+    pub fn last_run(&self) -> Result<Option<RunId>, StoreError> {
+        Ok(self.runs()?.last().map(|r| r.id))
+    }
+
+    /// Stores bytes (a large output, a diff, a snapshot) for the run.
+    pub fn put_blob(&self, run: RunId, bytes: &[u8]) -> Result<BlobId, StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO blobs (run, bytes) VALUES (?1, ?2)",
+                params![run.to_string(), bytes],
+            )
+            .map_err(self.fail())?;
+        Ok(BlobId(
+            u64::try_from(self.conn.last_insert_rowid()).unwrap_or(0),
+        ))
+    }
+
+    pub fn blob(&self, id: BlobId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT bytes FROM blobs WHERE id = ?1",
+                [i64::try_from(id.0).unwrap_or(-1)],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.fail())
+    }
+
+    /// Whether a setup hook with this stamp has succeeded before.
+    pub fn has_stamp(&self, stamp: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM setup_stamps WHERE stamp = ?1",
+                [stamp],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(self.fail())
+    }
+
+    /// Records a successful setup hook.
+    pub fn put_stamp(&self, stamp: &str) -> Result<(), StoreError> {
+        self.set_sync(Sync::Full)?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO setup_stamps (stamp, created) VALUES (?1, ?2)",
+                params![stamp, millis_i64(now_millis())],
+            )
+            .map_err(self.fail())?;
+        Ok(())
+    }
+
+    fn lock_path(&self, name: &str) -> PathBuf {
+        self.dir.join("locks").join(name)
+    }
+
+    /// Takes `locks/<RUN_ID>` for the life of the returned guard; another holder → `Held`.
+    pub fn lock_run(&self, run: RunId) -> Result<Lock, StoreError> {
+        let path = self.lock_path(&run.to_string());
+        Lock::try_take(&path)?.ok_or_else(|| StoreError::Held(run.to_string(), path))
+    }
+
+    /// Whether a live process holds the run.
+    pub fn is_held(&self, run: RunId) -> bool {
+        Lock::is_held(&self.lock_path(&run.to_string()))
+    }
+
+    /// Takes the lock of a workspace (one live run per workspace), named by a digest of its
+    /// canonical path; another holder → `None`.
+    pub fn lock_workspace(&self, workspace: &Path) -> Result<Option<Lock>, StoreError> {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(workspace.as_os_str().as_encoded_bytes());
+        let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        Lock::try_take(&self.lock_path(&format!("workspace-{name}")))
+    }
+}
+
+fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRow, String>> {
+    let id: String = r.get(0)?;
+    let snapshot: Option<i64> = r.get(5)?;
+    let started: i64 = r.get(4)?;
+    Ok(RunId::parse(&id)
+        .map_err(|e| e.to_string())
+        .map(|id| RunRow {
+            id,
+            pipeline: r.get(1).unwrap_or_default(),
+            pipeline_file: PathBuf::from(r.get::<_, String>(2).unwrap_or_default()),
+            workspace: PathBuf::from(r.get::<_, String>(3).unwrap_or_default()),
+            started: Timestamp(u64::try_from(started).unwrap_or(0)),
+            snapshot: snapshot.and_then(|b| u64::try_from(b).ok()).map(BlobId),
+        }))
+}
+
+/// Damage reported by SQLite becomes `Corrupt` (naming the file); anything else stays a
+/// SQLite error with its source.
+fn classify(db: &Path, source: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(err, ref message) = source
+        && matches!(
+            err.code,
+            ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase
+        )
+    {
+        let detail = message.clone().unwrap_or_else(|| err.to_string());
+        return StoreError::Corrupt {
+            path: db.to_path_buf(),
+            detail,
+        };
+    }
+    StoreError::Sqlite {
+        path: db.to_path_buf(),
+        source,
+    }
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn millis_i64(millis: u64) -> i64 {
+    i64::try_from(millis).unwrap_or(i64::MAX)
+}

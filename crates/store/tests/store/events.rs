@@ -1,0 +1,123 @@
+//! Appending and reading events: contiguous sequences, append-only, blobs, stamps, prefixes.
+
+use cordon_protocol::event::OutputStream;
+use cordon_protocol::{Attempt, Event, StepName};
+
+use crate::{run, store};
+
+fn started() -> Event {
+    Event::StepStarted {
+        attempt: Attempt::FIRST,
+    }
+}
+
+#[test]
+fn sequences_are_contiguous_per_run_from_one() {
+    let (_dir, store) = store();
+    let (a, b) = (run(&store, 1), run(&store, 2));
+    let step = StepName::parse("test").ok();
+    for _ in 0..3 {
+        store
+            .append(a, step.as_ref(), &started())
+            .expect("append a");
+    }
+    store
+        .append(
+            b,
+            None,
+            &Event::Error {
+                message: "x".into(),
+            },
+        )
+        .expect("append b");
+    let seqs: Vec<u64> = store
+        .events(a)
+        .expect("events")
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(store.events(b).expect("events")[0].seq, 1);
+    assert_eq!(store.events_after(a, 2).expect("after").len(), 1);
+    assert_eq!(store.events(a).expect("events")[0].step, step);
+}
+
+#[test]
+fn the_schema_refuses_gaps_updates_and_deletes() {
+    let (dir, store) = store();
+    let a = run(&store, 1);
+    store.append(a, None, &started()).expect("append");
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.path().join("state/cordon.db")).expect("open");
+    let id = a.to_string();
+    let gap = conn.execute(
+        "INSERT INTO events VALUES (?1, 3, 0, 'error', NULL, '{}')",
+        [&id],
+    );
+    assert!(gap.is_err(), "a gap in the sequence is refused");
+    let update = conn.execute("UPDATE events SET data = '{}' WHERE run = ?1", [&id]);
+    assert!(update.is_err(), "events cannot be updated");
+    let delete = conn.execute("DELETE FROM events WHERE run = ?1", [&id]);
+    assert!(delete.is_err(), "events cannot be deleted");
+    let next = conn.execute(
+        "INSERT INTO events VALUES (?1, 2, 0, 'error', NULL, '{\"message\":\"m\"}')",
+        [&id],
+    );
+    assert_eq!(next.ok(), Some(1), "the next number is accepted (control)");
+}
+
+#[test]
+fn events_blobs_and_stamps_survive_reopening() {
+    let (dir, store) = store();
+    let a = run(&store, 1);
+    let output = Event::StepOutput {
+        stream: OutputStream::Stdout,
+        text: "hi\n".into(),
+    };
+    store.append(a, None, &output).expect("append");
+    let blob = store.put_blob(a, b"diff --git").expect("blob");
+    store.put_stamp("abc").expect("stamp");
+    drop(store);
+    let store = cordon_store::Store::open(&cordon_store::StateDir::new(dir.path().join("state")))
+        .expect("reopen");
+    assert_eq!(store.events(a).expect("events")[0].event, output);
+    assert_eq!(
+        store.blob(blob).expect("blob").as_deref(),
+        Some(&b"diff --git"[..])
+    );
+    assert!(store.has_stamp("abc").expect("stamp"));
+    assert!(!store.has_stamp("abd").expect("stamp"));
+}
+
+#[test]
+fn runs_are_found_by_unique_prefix() {
+    let (_dir, store) = store();
+    let a = run(&store, 1 << 100);
+    let b = run(&store, (1 << 100) + 1);
+    let text = a.to_string();
+    assert_eq!(store.find_run(&text).expect("full id"), a);
+    assert_eq!(store.find_run(&text.to_uppercase()).expect("upper case"), a);
+    let common = &text[..20];
+    assert_eq!(
+        store
+            .find_run(common)
+            .map_err(|e| e.to_string())
+            .err()
+            .as_deref(),
+        Some(
+            format!(
+                "`{common}` matches 2 runs; give more characters of the id (see `cordon runs`)"
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        store
+            .find_run("zz")
+            .map_err(|e| e.to_string())
+            .err()
+            .as_deref(),
+        Some("no run matches `zz`; list the runs with `cordon runs`")
+    );
+    assert_eq!(store.last_run().expect("last"), Some(b));
+}
