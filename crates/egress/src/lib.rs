@@ -1,6 +1,7 @@
 //! Egress policy: canonical target parsing, pattern matching, address classification, decisions.
 //!
-//! Everything here is pure except [`SystemResolver`]. The proxy (a later issue) parses a request
+//! Everything here is pure except [`SystemResolver`] and the [`proxy`] module (cargo feature
+//! `proxy`), which is the IO shell around the rest. The proxy parses a request
 //! with [`Target::parse`] or [`Target::parse_absolute`], asks [`decide`], resolves through a
 //! [`Resolver`] and checks the answer with [`Policy::admit`] — or does all three with
 //! [`Policy::evaluate`] — so the same typed value drives the decision, the resolution, the dial
@@ -16,6 +17,8 @@ mod name;
 mod pattern;
 mod policy;
 mod port;
+#[cfg(feature = "proxy")]
+pub mod proxy;
 mod reason;
 mod resolve;
 mod rules;

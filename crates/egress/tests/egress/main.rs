@@ -7,5 +7,6 @@ mod decide;
 mod grants;
 mod pattern;
 mod properties;
+mod proxy;
 mod resolve;
 mod target;

@@ -2,9 +2,8 @@
 //! refusal of numeric names (checked without touching DNS).
 
 use std::net::IpAddr;
-use std::time::Duration;
 
-use cordon_egress::{HostName, Resolver, StaticResolver, SystemResolver, parse_resolve_flag};
+use cordon_egress::{HostName, Resolver, StaticResolver, parse_resolve_flag};
 
 fn name(text: &str) -> HostName {
     HostName::parse(text).unwrap()

@@ -1,0 +1,218 @@
+//! Listeners: the accept loop, its identity, the connection limit and graceful shutdown.
+//!
+//! A listener's [`Identity`] is fixed when it is served and copied into every audit record of
+//! every connection it accepts. Nothing a client sends can change it: attribution to a run, step
+//! and attempt comes from which socket the connection arrived on, never from a header.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::{Proxy, ProxyConfig, connection};
+
+/// Who a listener serves. Opaque to the proxy: it only copies these into audit records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// A name for the listener (a session id, or `proxy` for `cordon proxy`).
+    pub listener: String,
+    /// The step whose session this listener belongs to, if any.
+    pub step: Option<String>,
+    /// The attempt of that step, if any.
+    pub attempt: Option<u32>,
+}
+
+/// The sending side of a shutdown: [`Shutdown::trigger`] (or dropping it) stops every listener
+/// holding one of its [`ShutdownSignal`]s.
+#[derive(Debug)]
+pub struct Shutdown {
+    sender: watch::Sender<bool>,
+}
+
+/// The receiving side of a [`Shutdown`]; clone it for each listener.
+#[derive(Clone, Debug)]
+pub struct ShutdownSignal {
+    receiver: watch::Receiver<bool>,
+}
+
+impl Shutdown {
+    /// A shutdown that has not fired, and its signal.
+    pub fn new() -> (Shutdown, ShutdownSignal) {
+        let (sender, receiver) = watch::channel(false);
+        (Shutdown { sender }, ShutdownSignal { receiver })
+    }
+
+    /// Fires: listeners stop accepting, keep-alive connections close after their current
+    /// request, and whatever is still open after the grace period is dropped.
+    pub fn trigger(&self) {
+        self.sender.send_replace(true);
+    }
+}
+
+impl ShutdownSignal {
+    /// Completes once the shutdown fired or its [`Shutdown`] was dropped.
+    pub async fn fired(&mut self) {
+        // An error means the sender is gone, which is a shutdown too.
+        let _ = self.receiver.wait_for(|fired| *fired).await;
+    }
+
+    /// Whether the shutdown already fired (or its sender is gone).
+    pub fn has_fired(&self) -> bool {
+        *self.receiver.borrow() || self.receiver.has_changed().is_err()
+    }
+}
+
+/// State every listener of one [`Proxy`] shares.
+pub(super) struct Shared {
+    pub(super) config: ProxyConfig,
+    permits: Arc<Semaphore>,
+    open: AtomicUsize,
+    closed: Notify,
+}
+
+impl Shared {
+    pub(super) fn new(config: ProxyConfig) -> Shared {
+        let permits = Arc::new(Semaphore::new(config.limits.max_connections.max(1)));
+        Shared {
+            config,
+            permits,
+            open: AtomicUsize::new(0),
+            closed: Notify::new(),
+        }
+    }
+
+    pub(super) fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    pub(super) async fn wait_idle(&self, within: Duration) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.closed.notified();
+                if self.open_connections() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(within, wait).await.is_ok()
+    }
+}
+
+/// Counts a connection as open for as long as its task holds this (sockets are dropped with it).
+struct OpenGuard(Arc<Shared>);
+
+impl OpenGuard {
+    fn new(shared: &Arc<Shared>) -> OpenGuard {
+        shared.open.fetch_add(1, Ordering::AcqRel);
+        OpenGuard(Arc::clone(shared))
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.closed.notify_waiters();
+    }
+}
+
+/// A listener served on a runtime by [`Proxy::spawn`].
+#[derive(Debug)]
+pub struct ListenerHandle {
+    shutdown: Shutdown,
+    task: tokio::task::JoinHandle<io::Result<()>>,
+}
+
+impl ListenerHandle {
+    /// Stops the listener and waits (at most the grace period, then open connections are
+    /// dropped) until it has closed every socket it held.
+    pub async fn stop(self) -> io::Result<()> {
+        self.shutdown.trigger();
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(io::Error::other(e)),
+        }
+    }
+}
+
+impl Proxy {
+    /// Accepts on `listener` until `signal` fires, serving each connection on its own task.
+    /// At most `max_connections` are open at once across the proxy; the accept loop waits for a
+    /// free slot before accepting, so excess clients queue in the kernel's backlog instead of
+    /// holding file descriptors here. On shutdown it stops accepting, lets open connections
+    /// finish for `shutdown_grace`, then drops them, and returns once all are closed.
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        identity: Identity,
+        mut signal: ShutdownSignal,
+    ) -> io::Result<()> {
+        let identity = Arc::new(identity);
+        let mut tasks = JoinSet::new();
+        loop {
+            let permit = tokio::select! {
+                () = signal.fired() => break,
+                permit = Arc::clone(&self.shared.permits).acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let accepted = tokio::select! {
+                () = signal.fired() => break,
+                accepted = listener.accept() => accepted,
+                // Reap finished connection tasks so the set does not grow with the uptime.
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            };
+            let (stream, _) = match accepted {
+                Ok(pair) => pair,
+                // Per-connection accept errors (ECONNABORTED, EMFILE, …) must not end the
+                // listener. EMFILE repeats until some descriptor is closed, so back off briefly
+                // instead of spinning on it.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let guard = OpenGuard::new(&self.shared);
+            let shared = Arc::clone(&self.shared);
+            let identity = Arc::clone(&identity);
+            let signal = signal.clone();
+            tasks.spawn(async move {
+                let _permit = permit;
+                let _guard = guard;
+                connection::serve(&shared, &identity, stream, signal).await;
+            });
+        }
+        drop(listener);
+        let grace = self.shared.config.limits.shutdown_grace;
+        let drain = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, drain).await.is_err() {
+            tasks.shutdown().await;
+        }
+        Ok(())
+    }
+
+    /// Serves a std listener — one created inside a sandbox session's network namespace and
+    /// handed to the host — on the runtime behind `runtime`, until the returned handle is stopped
+    /// (or dropped: dropping the handle fires its shutdown).
+    pub fn spawn(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        listener: std::net::TcpListener,
+        identity: Identity,
+    ) -> io::Result<ListenerHandle> {
+        listener.set_nonblocking(true)?;
+        let listener = {
+            let _entered = runtime.enter();
+            TcpListener::from_std(listener)?
+        };
+        let (shutdown, signal) = Shutdown::new();
+        let proxy = self.clone();
+        let task = runtime.spawn(async move { proxy.serve(listener, identity, signal).await });
+        Ok(ListenerHandle { shutdown, task })
+    }
+}
