@@ -8,10 +8,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::cgroup::Caps;
 use crate::error::SandboxError;
 use crate::mounts::GitMutations;
 
-/// The default size cap of `/tmp` + `/dev/shm` (and of `HOME`'s tmpfs): 512 MiB.
+/// The default size cap of `/tmp` + `/dev/shm` + `HOME` (one tmpfs): 512 MiB.
 pub const DEFAULT_TMP_SIZE: u64 = 512 << 20;
 
 /// The workspace: a canonical directory path and a descriptor opened on it.
@@ -115,8 +116,11 @@ pub struct SessionConfig {
     /// program is always added.
     pub mask: Vec<PathBuf>,
     pub git_mutations: GitMutations,
-    /// Size cap of `/tmp` + `/dev/shm`, in bytes.
+    /// Size cap of `/tmp` + `/dev/shm` + `HOME`, in bytes.
     pub tmp_size: u64,
+    /// Memory, pids and CPU caps, enforced through a cgroup only when requested; a requested cap
+    /// that cannot be enforced refuses the session.
+    pub caps: Caps,
 }
 
 impl SessionConfig {
@@ -132,6 +136,7 @@ impl SessionConfig {
             mask: Vec::new(),
             git_mutations: GitMutations::Deny,
             tmp_size: DEFAULT_TMP_SIZE,
+            caps: Caps::default(),
         }
     }
 }

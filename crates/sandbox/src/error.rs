@@ -57,6 +57,28 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    /// A requested cap cannot be enforced (or is invalid): nothing ran.
+    /// The message carries the cap, the reason and the remedy (not chained as a source, so it is
+    /// printed once).
+    #[error("refusing to run: {0}")]
+    Cap(crate::cgroup::CgroupError),
+    #[error(
+        "`{path}` is to be hidden but is (or passes through) a symbolic link, which the sandbox \
+         could repoint; replace the link with what it names, or hide the real path instead"
+    )]
+    HiddenSymlink { path: PathBuf },
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    /// `allow_git_mutations` cannot keep a protected git entry read-only.
+    #[error(
+        "refusing `allow_git_mutations`: `{path}` {problem}, so a sandbox could make a later git \
+         command on the host run its code; a mount can only keep an existing, real entry \
+         read-only. Leave allow_git_mutations off (the git directory is then read-only as a whole)"
+    )]
+    GitMutations {
+        path: PathBuf,
+        problem: &'static str,
+    },
     #[error("invalid command: {reason}")]
     InvalidRequest { reason: &'static str },
 }

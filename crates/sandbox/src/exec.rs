@@ -90,6 +90,9 @@ pub struct ExecOutcome {
     pub stdout: Capture,
     pub stderr: Capture,
     pub duration: Duration,
+    /// When the command died of SIGKILL while the session's memory cap OOM-killed a process:
+    /// what to tell the user (`killed: out of memory (memory cap 32 MiB)`).
+    pub oom: Option<String>,
 }
 
 impl ExecOutcome {
@@ -119,6 +122,7 @@ mod tests {
             stdout: Capture::default(),
             stderr: Capture::default(),
             duration: Duration::ZERO,
+            oom: None,
         };
         assert_eq!(
             outcome.exit_code(),

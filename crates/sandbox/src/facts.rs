@@ -154,9 +154,7 @@ pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Fact
         });
     }
 
-    let git = match git::discover(&workspace_path)
-        .map_err(SandboxError::start("read the workspace's .git"))?
-    {
+    let git = match git::discover(&workspace_path)? {
         None => None,
         Some(dirs) => {
             let mut mounted = Vec::new();
@@ -181,10 +179,9 @@ pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Fact
                     source,
                     kind: Kind::Dir,
                 });
-                for name in git::PROTECTED {
-                    let path = dir.join(name);
-                    if let Ok(meta) = fs::symlink_metadata(&path) {
-                        protected.push((path, if meta.is_dir() { Kind::Dir } else { Kind::File }));
+                if config.git_mutations == GitMutations::Allow {
+                    for name in git::PROTECTED {
+                        protected.push(protected_entry(&dir.join(name))?);
                     }
                 }
             }
@@ -198,7 +195,7 @@ pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Fact
 
     let mut hide = Vec::new();
     for relative in &config.hide {
-        if let Some(found) = existing(&workspace_path.join(relative)) {
+        if let Some(found) = hidden(&workspace_path.join(relative))? {
             hide.push(found);
         }
     }
@@ -207,7 +204,7 @@ pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Fact
             let name = entry.file_name();
             let name = name.to_string_lossy();
             let is_env_file = name.starts_with(".env") && !ENV_TEMPLATES.contains(&name.as_ref());
-            if let Some(found) = existing(&entry.path()).filter(|_| is_env_file) {
+            if is_env_file && let Some(found) = hidden(&entry.path())? {
                 hide.push(found);
             }
         }
@@ -272,6 +269,23 @@ pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Fact
     Ok(Facts { setup, fds })
 }
 
+/// A protected git entry under `allow_git_mutations`: it must exist and be a real file or
+/// directory. An absent one cannot be kept from being created (a mount needs something to cover,
+/// and cordon does not write into the host's git directory), and a symlink would be followed by
+/// the mount.
+fn protected_entry(path: &Path) -> Result<(PathBuf, Kind), SandboxError> {
+    let refuse = |problem| SandboxError::GitMutations {
+        path: path.to_path_buf(),
+        problem,
+    };
+    match fs::symlink_metadata(path) {
+        Err(_) => Err(refuse("does not exist")),
+        Ok(meta) if meta.is_dir() => Ok((path.to_path_buf(), Kind::Dir)),
+        Ok(meta) if meta.is_file() => Ok((path.to_path_buf(), Kind::File)),
+        Ok(_) => Err(refuse("is a symbolic link or special file")),
+    }
+}
+
 fn push(fds: &mut Vec<OwnedFd>, fd: OwnedFd, check: Check) -> Source {
     fds.push(fd);
     Source::Descriptor {
@@ -315,6 +329,24 @@ fn host_source(
         }
         Privilege::Unprivileged => push(fds, fd, Check::SameObjectAs(path.to_path_buf())),
     })
+}
+
+/// A path in the workspace to mask (`hide`, root `.env*`): its kind if it exists, `None` if not
+/// (nothing to hide). A symlink on the way is refused: the mask would cover what the link names
+/// now, and the sandbox can repoint the link (it is not a mount point) so that the next session
+/// masks something else and shows what this one hid.
+fn hidden(path: &Path) -> Result<Option<(PathBuf, Kind)>, SandboxError> {
+    if fs::symlink_metadata(path).is_err() {
+        return Ok(None);
+    }
+    let lexical: PathBuf = path.components().collect();
+    match existing(path) {
+        Some((canonical, kind)) if canonical == lexical => Ok(Some((canonical, kind))),
+        // A dangling link hides nothing now, but it is still a link the sandbox could repoint.
+        _ => Err(SandboxError::HiddenSymlink {
+            path: path.to_path_buf(),
+        }),
+    }
 }
 
 /// The canonical path and kind of `path` if it exists (a symlink is followed, so the object it

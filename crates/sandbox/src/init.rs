@@ -44,6 +44,10 @@ pub fn main() -> ! {
 
 fn run() -> io::Result<()> {
     sys::process::set_non_dumpable()?;
+    // The host moved this process into the session's cgroup (when caps were requested) before it
+    // let it exec; a cgroup namespace made now is rooted there, so the sandbox sees its own group
+    // as `/` and nothing of the host's hierarchy.
+    sys::process::unshare_cgroup_namespace()?;
     // SIGCHLD is blocked before any child exists, so no exit is missed.
     let children = sys::process::child_signal_fd()?;
     let control = sys::spawn::control_socket();
@@ -197,14 +201,17 @@ fn candidates(program: &str, path: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Kills `root` and every process below it. Each is stopped first, so none can fork a child the
-/// walk would miss, until a walk finds nothing new; then all are killed, and init waits (bounded)
+/// Kills `root` and every process below it, however deep. Each is stopped first, so none can fork
+/// a child the walk would miss, until a walk finds nothing new; then all are killed, and init waits (bounded)
 /// until each has ended, so the caller sees a dead tree. Daemonised descendants are found too: the
 /// workload is a child subreaper, so they stay below it while it lives.
 fn kill_tree(root: i32) {
     let mut stopped = vec![root];
     sys::process::kill(root, libc::SIGSTOP);
-    for _ in 0..64 {
+    // No cap on the number of walks: each one stops what it finds, so the tree can only grow by
+    // children forked before their parent was stopped, and the walk ends once a pass finds
+    // nothing new (at worst after as many passes as the PID namespace holds processes).
+    loop {
         let parents = sys::process::process_parents();
         let fresh: Vec<i32> = parents
             .iter()

@@ -84,10 +84,12 @@ pub enum Step {
         mode: u32,
         size: Option<u64>,
     },
-    /// One size-capped tmpfs shared by `/tmp` and `/dev/shm`, so together they stay in `tmp_size`.
+    /// One size-capped tmpfs shared by `/tmp`, `/dev/shm` and `HOME` (when it gets one), so
+    /// together they stay in `tmp_size`.
     SharedTmp {
         tmp: PathBuf,
         shm: PathBuf,
+        home: Option<PathBuf>,
         size: u64,
     },
     /// A fresh procfs of the session's PID namespace.
@@ -233,25 +235,20 @@ pub fn plan(layout: &Layout) -> MountPlan {
             points_to: points_to.into(),
         });
     }
+    // HOME comes out of the same tmpfs as /tmp (one cap for all), unless it is `/` or the
+    // workspace (or lies in it): covering the workspace would hide it.
+    let home = &layout.home;
+    let home = (home.parent().is_some() && !home.starts_with(&layout.workspace.path))
+        .then(|| home.clone());
     steps.push(Step::SharedTmp {
         tmp: "/tmp".into(),
         shm: "/dev/shm".into(),
+        home,
         size: layout.tmp_size,
     });
     steps.push(Step::Proc {
         target: "/proc".into(),
     });
-
-    // HOME on a fresh tmpfs, unless it is `/` or the workspace (or lies in it): covering the
-    // workspace would hide it.
-    let home = &layout.home;
-    if home.parent().is_some() && !home.starts_with(&layout.workspace.path) {
-        steps.push(Step::Tmpfs {
-            target: home.clone(),
-            mode: 0o700,
-            size: Some(layout.tmp_size),
-        });
-    }
 
     for ro in &layout.read_only {
         steps.push(bind(ro.source.clone(), &ro.path, ro.kind, Access::ReadOnly));
@@ -303,6 +300,35 @@ pub fn plan(layout: &Layout) -> MountPlan {
                 kind: *kind,
             });
         }
+    }
+
+    // Masks and git mounts are attached to paths, and a mount moves with its parent directory:
+    // renaming `config/` (holding a hidden `config/secrets.yml`) or `objects/` (holding a read-only
+    // `objects/info/alternates`) would carry the mount away and leave the old path free for the
+    // next session to find. So every directory between the workspace (or a git directory) and
+    // such a target becomes a mount point itself — bound onto itself, its flags kept — and the
+    // kernel refuses to rename a mount point (`EBUSY`).
+    let mut roots: Vec<&Path> = vec![&layout.workspace.path];
+    if let Some(git) = &layout.git {
+        roots.extend(git.dirs.iter().map(|d| d.path.as_path()));
+    }
+    let targets: Vec<PathBuf> = steps.iter().map(|s| s.target().to_path_buf()).collect();
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for target in &targets {
+        for ancestor in target.ancestors().skip(1) {
+            let inside = roots
+                .iter()
+                .any(|root| ancestor.starts_with(root) && ancestor != *root);
+            if inside
+                && !targets.iter().any(|t| t == ancestor)
+                && !pinned.iter().any(|p| p == ancestor)
+            {
+                pinned.push(ancestor.to_path_buf());
+            }
+        }
+    }
+    for dir in pinned {
+        steps.push(bind(Source::Itself, &dir, Kind::Dir, Access::ReadWrite));
     }
 
     // A mount must come after every mount whose target contains it; a stable sort by depth keeps

@@ -4,6 +4,7 @@
 //! it; [`Session::close`] (or drop) kills init, and with it — the kernel guarantees this for a
 //! PID namespace's init — every process in the session, daemonised or not.
 
+mod listen;
 mod spawner;
 
 use std::ffi::OsString;
@@ -13,6 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::cgroup::{self, Cgroup};
 use crate::config::SessionConfig;
 use crate::environment::{self, EnvInput};
 use crate::error::SandboxError;
@@ -33,8 +35,9 @@ const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWCGROUP;
+    | libc::CLONE_NEWUTS;
+// The cgroup namespace is not among them: init creates it itself once the host has moved it into
+// the session's cgroup (see `init::run`), so the namespace is rooted at that group.
 
 /// How long init may take to build the root before the session is given up.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -54,6 +57,8 @@ pub struct Session {
     workspace: PathBuf,
     identity: Identity,
     env: EnvInput,
+    /// The session's cgroup, when caps were requested.
+    cgroup: Option<Cgroup>,
     closed: bool,
 }
 
@@ -63,6 +68,9 @@ impl Session {
     pub fn open(config: SessionConfig) -> Result<Session, SandboxError> {
         let identity = facts::identity();
         refuse_missing_layers(identity.privilege)?;
+        // Caps first: a cap that cannot be enforced refuses before anything is spawned.
+        let group = cgroup::create_for_session(&session_label(), &config.caps)
+            .map_err(SandboxError::Cap)?;
 
         let (control, init_end) =
             sys::fd::socket_pair().map_err(SandboxError::start("create the control socket"))?;
@@ -85,8 +93,15 @@ impl Session {
             null: null.as_fd(),
         };
         let image = InitImage::new(&fds, init::ARGV0, identity.uid, identity.gid, groups);
-        let spawned = spawner::clone_init(image, NAMESPACES)
-            .map_err(SandboxError::start("create the sandbox namespaces"))?;
+        let spawned = match spawner::clone_init(image, NAMESPACES) {
+            Ok(spawned) => spawned,
+            Err(source) => {
+                if let Some(group) = group {
+                    let _ = group.remove();
+                }
+                return Err(SandboxError::start("create the sandbox namespaces")(source));
+            }
+        };
         drop((init_end, sync_read, report_write, null));
         let session = Session {
             control,
@@ -99,11 +114,18 @@ impl Session {
                 ..EnvInput::default()
             },
             identity,
+            cgroup: group,
             closed: false,
         };
 
-        // On any failure below, dropping `session` kills init.
+        // On any failure below, dropping `session` kills init (and removes the group).
         write_maps(session.init.pid, &session.identity)?;
+        // Init waits for the sync byte before it execs, so it is in the group before it (or
+        // anything it starts) runs a single instruction of its own.
+        if let Some(group) = &session.cgroup {
+            let pid = u32::try_from(session.init.pid).unwrap_or_default();
+            group.add_process(pid).map_err(SandboxError::Cap)?;
+        }
         sys::fd::write_all(sync_write.as_fd(), b"1")
             .map_err(|e| report_failure(report_read.as_fd(), e))?;
         drop(sync_write);
@@ -165,6 +187,7 @@ impl Session {
         on_output: &mut dyn FnMut(Stream, &[u8]),
     ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
+        let oom_before = self.oom_kills();
         if request.argv.is_empty() {
             return Err(SandboxError::InvalidRequest {
                 reason: "the command is empty",
@@ -319,18 +342,36 @@ impl Session {
         drain(&mut open, &mut captures, &mut buf, limit, on_output);
         drop(feeder);
         let [stdout, stderr] = captures;
+        // An OOM kill is reported only when the command itself died of SIGKILL and the group's
+        // OOM counter rose meanwhile: a SIGKILL from elsewhere, or an OOM kill of a background
+        // process the command survived, is not blamed on the cap.
+        let oom = match (&self.cgroup, status) {
+            (Some(group), ExitStatus::Signal(libc::SIGKILL)) if self.oom_kills() > oom_before => {
+                Some(group.oom_message())
+            }
+            _ => None,
+        };
         Ok(ExecOutcome {
             status,
             timed_out,
             stdout,
             stderr,
             duration: started.elapsed(),
+            oom,
         })
     }
 
     /// Ends the session: kills init and so every process in it, and waits until they are gone.
     pub fn close(mut self) {
         self.kill();
+    }
+
+    /// The group's OOM-kill count (0 without a memory cap or when it cannot be read).
+    fn oom_kills(&self) -> u64 {
+        self.cgroup
+            .as_ref()
+            .and_then(|group| group.oom_kills().ok())
+            .unwrap_or(0)
     }
 
     fn kill(&mut self) {
@@ -340,6 +381,11 @@ impl Session {
         self.closed = true;
         let _ = sys::process::pidfd_kill(self.init.pidfd.as_fd());
         let _ = sys::process::pidfd_wait(self.init.pidfd.as_fd());
+        // Non-fatal: a group that cannot be removed now is removed as a leftover at the next
+        // start (`cleanup_stale`).
+        if let Some(group) = self.cgroup.take() {
+            let _ = group.remove();
+        }
     }
 }
 
@@ -347,6 +393,14 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A label for the session's cgroup, unique within this process (`[a-z0-9_-]{1,64}`); the
+/// group name adds the process's pid and start time.
+fn session_label() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("s{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Reads what each open pipe holds right now, closing those at end of file.

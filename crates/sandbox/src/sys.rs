@@ -6,6 +6,7 @@ pub(crate) mod fd;
 pub(crate) mod filter;
 pub(crate) mod mount;
 pub(crate) mod net;
+pub(crate) mod netns;
 pub(crate) mod probe;
 pub(crate) mod process;
 pub(crate) mod spawn;

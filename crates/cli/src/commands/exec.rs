@@ -1,13 +1,15 @@
 //! `cordon exec`: run one command in a fresh sandbox session, passing its stdin, stdout, stderr
 //! and exit status through. cordon's own messages go to stderr prefixed `cordon: `; it never
 //! writes to stdout itself. Exit codes (DESIGN Appendix A): the command's own status; 124 timeout;
-//! 125 cordon failed or refused (nothing ran); 126 not executable; 127 not found; 128+N signal N.
+//! 125 cordon failed or refused (nothing ran, e.g. a requested cap cannot be enforced); 126 not
+//! executable; 127 not found; 128+N signal N (137 also for an OOM kill, with a message).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use cordon_sandbox::cgroup::{self, Caps};
 use cordon_sandbox::{
     ExecRequest, ExitStatus, InitProgram, Network, Session, SessionConfig, Stdin, Stream, Workspace,
 };
@@ -30,6 +32,16 @@ pub struct Args {
     /// Kill the command and everything it started after SECS seconds (exit 124)
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
+    /// Cap memory, swap included (K/M/G are binary: 2G = 2 GiB; Ki/Mi/Gi accepted); the command
+    /// is killed when it goes over (exit 137)
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Cap the number of processes and threads
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// Cap CPU time as a number of CPUs (1.5 = one and a half)
+    #[arg(long, value_name = "F")]
+    cpus: Option<f64>,
     /// Set a variable in the sandbox's environment (repeatable)
     #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
     env: Vec<String>,
@@ -70,6 +82,16 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|pair| parse_variable(pair))
         .collect::<Result<Vec<_>, _>>()?;
+    let memory = args
+        .memory
+        .as_deref()
+        .map(|text| cgroup::parse_size(text).map_err(|e| anyhow::anyhow!("`--memory {text}`: {e}")))
+        .transpose()?;
+    let caps = Caps {
+        memory,
+        pids: args.pids,
+        cpus: args.cpus,
+    };
     let workspace = match args.workspace {
         Some(dir) => dir,
         None => std::env::current_dir()?,
@@ -79,6 +101,7 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
     config.network = network;
     config.read_only = args.read_only;
     config.mask = private_paths();
+    config.caps = caps;
     let mut session = Session::open(config)?;
 
     let mut request = ExecRequest::new(args.command.clone());
@@ -101,6 +124,9 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
     session.close();
 
     let program = &args.command[0];
+    if let Some(message) = &outcome.oom {
+        eprintln!("cordon: {message}");
+    }
     if outcome.timed_out {
         eprintln!(
             "cordon: `{program}` timed out after {} s; it and every process it started were killed",

@@ -14,6 +14,7 @@ mod filesystem;
 mod git;
 mod kernel;
 mod network;
+mod persistence;
 mod process;
 
 use std::ffi::OsStr;

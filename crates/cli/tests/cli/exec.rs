@@ -284,3 +284,103 @@ fn a_host_without_user_namespaces_gets_125_with_the_remedy() {
     );
     assert!(!ws.path().join("ran").exists());
 }
+
+/// Whether this host lets cordon enforce `caps` (as root on cgroup v1, or in a delegated v2
+/// subtree); each cap test then checks enforcement, or the refusal with the remedy.
+fn enforceable(caps: &cordon_sandbox::cgroup::Caps) -> bool {
+    cordon_sandbox::cgroup::host_driver().check(caps).is_ok()
+}
+
+#[test]
+fn a_memory_cap_kills_an_oversized_allocation_with_137_and_says_why() {
+    let ws = workspace();
+    let allocate = [
+        "/usr/bin/python3",
+        "-c",
+        "b = bytearray(200 << 20); print(len(b))",
+    ];
+    let caps = cordon_sandbox::cgroup::Caps {
+        memory: Some(32 << 20),
+        ..Default::default()
+    };
+    let out = exec(ws.path(), &["--memory", "32M"], &allocate);
+    if enforceable(&caps) {
+        assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "");
+        assert!(
+            text(&out.stderr).contains("cordon: killed: out of memory (memory cap 32 MiB)"),
+            "{}",
+            text(&out.stderr)
+        );
+    } else {
+        assert_refused_with_the_remedy(&out, "memory");
+    }
+    // Control: without the cap the allocation succeeds.
+    let out = exec(ws.path(), &[], &allocate);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), "209715200\n".into())
+    );
+}
+
+/// Forks up to 20 children that wait on a pipe, and prints how many forks succeeded.
+const FORK_COUNT: &str = r#"import os
+r, w = os.pipe()
+n = 0
+for _ in range(20):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(w); os.read(r, 1); os._exit(0)
+    n += 1
+print(n, flush=True)
+os.close(w)
+"#;
+
+#[test]
+fn a_pids_cap_stops_a_fork_bomb() {
+    let ws = workspace();
+    let caps = cordon_sandbox::cgroup::Caps {
+        pids: Some(8),
+        ..Default::default()
+    };
+    let fork = ["/usr/bin/python3", "-c", FORK_COUNT];
+    let out = exec(ws.path(), &["--pids", "8"], &fork);
+    if enforceable(&caps) {
+        let forked: u32 = text(&out.stdout).trim().parse().expect("a count");
+        assert!(forked < 8, "{forked} forks under a cap of 8");
+    } else {
+        assert_refused_with_the_remedy(&out, "pids");
+    }
+    // Control: without the cap all 20 forks succeed.
+    let out = exec(ws.path(), &[], &fork);
+    assert_eq!(text(&out.stdout), "20\n", "{}", text(&out.stderr));
+}
+
+#[track_caller]
+fn assert_refused_with_the_remedy(out: &Output, cap: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert_eq!(text(&out.stdout), "", "nothing ran");
+    assert!(
+        stderr.starts_with(&format!(
+            "cordon: refusing to run: the {cap} cap cannot be enforced"
+        )) && stderr.contains("systemd-run --user --scope -p Delegate=yes"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_invalid_cap_exits_125_and_names_the_accepted_forms() {
+    let ws = workspace();
+    let out = exec(ws.path(), &["--memory", "lots"], &["/bin/true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("`--memory lots`: invalid size `lots`")
+            && text(&out.stderr).contains("`512M`"),
+        "{}",
+        text(&out.stderr)
+    );
+}

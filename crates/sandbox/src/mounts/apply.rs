@@ -14,6 +14,8 @@ use crate::sys::mount::{self as sys, Attributes, Depth};
 const OLD_ROOT: &str = "/oldroot";
 /// Scratch space in the new root for files and mounts that are bound elsewhere, then removed.
 const SCRATCH: &str = "/.cordon";
+/// An empty read-only tmpfs in the scratch space, the source of every directory mask.
+const EMPTY_DIR: &str = "/.cordon/empty";
 
 /// A step of the plan failed; the session must not start.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +60,17 @@ pub(crate) fn apply(plan: &MountPlan, fds: &[OwnedFd]) -> Result<(), MountError>
     sys::pivot_root(Path::new("."), Path::new("oldroot")).map_err(fail("pivot into", staging))?;
     std::env::set_current_dir(root).map_err(fail("enter", root))?;
     mkdir(Path::new(SCRATCH), 0o700)?;
+    // The source of every directory mask: an empty, read-only tmpfs nobody can enter.
+    let empty = Path::new(EMPTY_DIR);
+    mkdir(empty, 0o000)?;
+    sys::mount(
+        Some("tmpfs"),
+        empty,
+        Some("tmpfs"),
+        libc::MS_RDONLY | MS_NOSUID | MS_NODEV | libc::MS_NOEXEC,
+        Some("mode=000,size=4k"),
+    )
+    .map_err(fail("mount a tmpfs at", empty))?;
 
     for step in &plan.steps {
         apply_step(step, fds)?;
@@ -68,6 +81,7 @@ pub(crate) fn apply(plan: &MountPlan, fds: &[OwnedFd]) -> Result<(), MountError>
     let old = Path::new(OLD_ROOT);
     sys::unmount_detach(old).map_err(fail("detach", old))?;
     fs::remove_dir(old).map_err(fail("remove", old))?;
+    sys::unmount_detach(empty).map_err(fail("detach", empty))?;
     let scratch = Path::new(SCRATCH);
     fs::remove_dir_all(scratch).map_err(fail("remove", scratch))?;
     let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | MS_NOSUID | MS_NODEV;
@@ -76,7 +90,7 @@ pub(crate) fn apply(plan: &MountPlan, fds: &[OwnedFd]) -> Result<(), MountError>
 }
 
 fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
-    use libc::{MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY};
+    use libc::{MS_NODEV, MS_NOEXEC, MS_NOSUID};
     match step {
         Step::Bind {
             source,
@@ -103,9 +117,14 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
             )
             .map_err(fail("mount a tmpfs at", target))
         }
-        Step::SharedTmp { tmp, shm, size } => {
-            // One tmpfs, two directories bound out of it, then the tmpfs itself detached: /tmp
-            // and /dev/shm share one size cap.
+        Step::SharedTmp {
+            tmp,
+            shm,
+            home,
+            size,
+        } => {
+            // One tmpfs, directories bound out of it, then the tmpfs itself detached: /tmp,
+            // /dev/shm and HOME share one size cap.
             let shared = Path::new(SCRATCH).join("tmp");
             mkdir(&shared, 0o700)?;
             let data = format!("mode=0755,size={size}");
@@ -117,10 +136,14 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
                 Some(&data),
             )
             .map_err(fail("mount a tmpfs at", &shared))?;
-            for (name, target) in [("tmp", tmp), ("shm", shm)] {
+            let mut dirs = vec![("tmp", tmp, 0o1777), ("shm", shm, 0o1777)];
+            if let Some(home) = home {
+                dirs.push(("home", home, 0o700));
+            }
+            for (name, target, mode) in dirs {
                 let dir = shared.join(name);
-                mkdir(&dir, 0o1777)?;
-                fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777))
+                mkdir(&dir, mode)?;
+                fs::set_permissions(&dir, fs::Permissions::from_mode(mode))
                     .map_err(fail("set the mode of", &dir))?;
                 bind_path(&dir, target, Kind::Dir, Access::ReadWrite)?;
             }
@@ -155,19 +178,22 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
                 .map_err(fail("set the mode of", &file))?;
             bind_path(&file, target, Kind::File, Access::ReadOnly)
         }
-        Step::Mask { target, kind } => match kind {
-            Kind::Dir => sys::mount(
-                Some("tmpfs"),
-                target,
-                Some("tmpfs"),
-                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                Some("mode=000"),
-            )
-            .map_err(fail("mask", target)),
-            Kind::File | Kind::Device => {
-                bind_path(Path::new("/dev/null"), target, Kind::File, Access::ReadOnly)
-            }
-        },
+        Step::Mask { target, kind } => {
+            // The target is resolved without following symlinks: masks lie in the workspace,
+            // which the sandbox wrote, and a planted link must not move the mask elsewhere. A
+            // target that vanished since the host looked fails the session rather than leave
+            // something unmasked (and nothing is created on the host to mount on).
+            let at = sys::open_no_symlinks(target).map_err(fail("open the mask target", target))?;
+            let source = match kind {
+                Kind::Dir => Path::new(EMPTY_DIR),
+                Kind::File | Kind::Device => Path::new("/dev/null"),
+            };
+            let opened = open_path(source)?;
+            let tree = sys::clone_tree(opened.as_fd(), Depth::Top)
+                .map_err(fail("clone the mount of", source))?;
+            sys::attach_at(tree.as_fd(), at.as_fd()).map_err(fail("mask", target))?;
+            set_flags(&tree, target, Kind::File, Access::ReadOnly)
+        }
     }
 }
 
@@ -183,7 +209,17 @@ fn bind(
             let host = Path::new(OLD_ROOT).join(path.strip_prefix("/").unwrap_or(path));
             bind_path(&host, target, kind, access)
         }
-        Source::Itself => bind_path(target, target, kind, access),
+        Source::Itself => {
+            // A path inside the workspace (or a git directory): resolved with no symlink
+            // followed, so nothing the sandbox planted can make the bind pick up the host tree
+            // still reachable at /oldroot; and bound onto the very object opened, so the target
+            // is not looked up a second time. Never created: it existed when the host looked.
+            let at = sys::open_no_symlinks(target).map_err(fail("open", target))?;
+            let tree = sys::clone_tree(at.as_fd(), Depth::Recursive)
+                .map_err(fail("clone the mount of", target))?;
+            sys::attach_at(tree.as_fd(), at.as_fd()).map_err(fail("mount at", target))?;
+            set_flags(&tree, target, kind, access)
+        }
         Source::Descriptor { index, check } => {
             let fd = fds.get(*index).ok_or_else(|| MountError {
                 action: "find the descriptor for",
@@ -197,7 +233,7 @@ fn bind(
                     let opened = open_path(&host)?;
                     let (want, got) = (
                         fs::File::from(fd.try_clone().map_err(fail("use", target))?),
-                        fs::File::from(opened),
+                        fs::File::from(opened.try_clone().map_err(fail("use", target))?),
                     );
                     let (want, got) = (
                         want.metadata().map_err(fail("inspect", path))?,
@@ -212,7 +248,7 @@ fn bind(
                             source: io::Error::from_raw_os_error(libc::ESTALE),
                         });
                     }
-                    let opened = open_path(&host)?;
+                    // The very descriptor just verified, not a second lookup that could race.
                     sys::clone_tree(opened.as_fd(), Depth::Recursive)
                         .map_err(fail("clone the mount of", path))?
                 }
@@ -232,6 +268,13 @@ fn bind_path(source: &Path, target: &Path, kind: Kind, access: Access) -> Result
 fn attach(tree: OwnedFd, target: &Path, kind: Kind, access: Access) -> Result<(), MountError> {
     mount_point(target, kind)?;
     sys::attach(tree.as_fd(), target).map_err(fail("mount at", target))?;
+    set_flags(&tree, target, kind, access)
+}
+
+/// Sets `nosuid`, `nodev` unless `kind` is a device, and read-only for [`Access::ReadOnly`] on
+/// the attached `tree` and every mount below it. Flags are only ever added: a copy of a
+/// read-only mount stays read-only.
+fn set_flags(tree: &OwnedFd, target: &Path, kind: Kind, access: Access) -> Result<(), MountError> {
     let mut set = sys::NO_SUID;
     if kind != Kind::Device {
         set |= sys::NO_DEV;

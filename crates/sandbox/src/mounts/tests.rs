@@ -35,8 +35,20 @@ fn describe(step: &Step) -> String {
         Step::Tmpfs { target, mode, size } => {
             format!("tmpfs {} {mode:o} {size:?}", target.display())
         }
-        Step::SharedTmp { tmp, shm, size } => {
-            format!("sharedtmp {} {} {size}", tmp.display(), shm.display())
+        Step::SharedTmp {
+            tmp,
+            shm,
+            home,
+            size,
+        } => {
+            let home = home
+                .as_ref()
+                .map_or("-".into(), |h| h.display().to_string());
+            format!(
+                "sharedtmp {} {} {home} {size}",
+                tmp.display(),
+                shm.display()
+            )
         }
         Step::Proc { target } => format!("proc {}", target.display()),
         Step::Devpts { target } => format!("devpts {}", target.display()),
@@ -50,11 +62,10 @@ fn describe(step: &Step) -> String {
 }
 
 /// The steps every session has, after the system directories.
-const BASE: [&str; 17] = [
+const BASE: [&str; 16] = [
     "tmpfs /dev 755 Some(1048576)",
     "symlink /bin -> usr/bin",
     "proc /proc",
-    "tmpfs /root 700 Some(1000)",
     "generated /etc/passwd 2",
     "generated /etc/group 2",
     "bind rw host:/dev/null /dev/null Device",
@@ -109,7 +120,7 @@ fn check(layout: Layout, expected_extra: &[&str]) {
     expected.extend(BASE.iter().map(|s| s.to_string()));
     expected.extend([
         "symlink /dev/stderr -> /proc/self/fd/2".to_string(),
-        "sharedtmp /tmp /dev/shm 1000".to_string(),
+        "sharedtmp /tmp /dev/shm /root 1000".to_string(),
     ]);
     expected.push("bind rw fd0 /work/ws Dir".into());
     expected.extend(expected_extra.iter().map(|s| s.to_string()));
@@ -256,6 +267,41 @@ fn a_worktree_binds_its_dot_git_file_and_both_git_dirs() {
             "bind ro itself /work/ws/.git File",
             "bind ro fd1 /src/main/.git/worktrees/ws Dir",
             "bind ro fd2 /src/main/.git Dir",
+            // Pinned, so it cannot be renamed away from under the worktree's git directory.
+            "bind rw itself /src/main/.git/worktrees Dir",
+        ],
+    );
+}
+
+#[test]
+fn every_directory_above_a_mask_or_protected_git_entry_is_pinned_as_a_mount_point() {
+    let mut l = layout();
+    l.git_mutations = GitMutations::Allow;
+    l.git = Some(GitLayout {
+        dot_git_file: Some("/work/ws/.git".into()),
+        dirs: vec![Mounted {
+            path: "/work/ws/meta/gd".into(),
+            source: Source::Itself,
+            kind: Kind::Dir,
+        }],
+        protected: vec![(
+            "/work/ws/meta/gd/objects/info/alternates".into(),
+            Kind::File,
+        )],
+    });
+    l.hide = vec![("/work/ws/config/deep/secrets.yml".into(), Kind::File)];
+    check(
+        l,
+        &[
+            "bind ro itself /work/ws/.git File",
+            "bind rw itself /work/ws/meta/gd Dir",
+            "bind ro itself /work/ws/meta/gd/objects/info/alternates File",
+            "mask /work/ws/config/deep/secrets.yml File",
+            "bind rw itself /work/ws/meta Dir",
+            "bind rw itself /work/ws/meta/gd/objects Dir",
+            "bind rw itself /work/ws/meta/gd/objects/info Dir",
+            "bind rw itself /work/ws/config Dir",
+            "bind rw itself /work/ws/config/deep Dir",
         ],
     );
 }
@@ -266,7 +312,9 @@ fn home_inside_the_workspace_gets_no_tmpfs_over_it() {
     l.home = "/work/ws".into();
     let steps: Vec<String> = plan(&l).steps.iter().map(describe).collect();
     assert!(
-        !steps.iter().any(|s| s.starts_with("tmpfs /work/ws")),
+        !steps
+            .iter()
+            .any(|s| s.starts_with("tmpfs /work/ws") || s.contains("/dev/shm /work/ws")),
         "{steps:#?}"
     );
 }

@@ -149,6 +149,43 @@ pub const ALLOWED_FAMILIES: [u32; 3] = [
 /// The one family allowed for `socketpair(2)`: among the allowed families only `AF_UNIX` has pairs.
 pub const PAIR_FAMILY: u32 = libc::AF_UNIX as u32;
 
+/// `openat2` passes its flags and mode in memory the filter cannot read (the same problem as
+/// `clone3`), so it fails with `ENOSYS`: libc and language runtimes fall back to `openat`, whose
+/// mode is checked.
+pub const SYS_OPENAT2: u32 = nr(libc::SYS_openat2);
+
+/// The set-user-ID and set-group-ID bits, refused in every mode argument.
+pub const SETID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
+
+/// The calls that set a file's mode or create a file with one, and the index of their `mode`
+/// argument. A file the sandbox writes in the workspace is a file on the host, owned by the
+/// workspace owner (root, for a root-owned workspace): with the set-user-ID bit a later run on the
+/// host would execute as that owner. The workspace mount is `nosuid`, but only inside the
+/// sandbox; on the host only refusing the bit here protects. (`mkdir` ignores `S_ISUID` and the
+/// kernel takes `S_ISGID` of a new directory from its parent, but refusing the bits in its mode
+/// costs nothing and keeps the rule simple.)
+pub const MODE_ARGUMENT: &[(&str, u32, u32)] = &[
+    ("fchmod", nr(libc::SYS_fchmod), 1),
+    ("fchmodat", nr(libc::SYS_fchmodat), 2),
+    ("fchmodat2", SYS_FCHMODAT2, 2),
+    ("openat", nr(libc::SYS_openat), 3),
+    ("mkdirat", nr(libc::SYS_mkdirat), 2),
+    ("mknodat", nr(libc::SYS_mknodat), 2),
+    #[cfg(target_arch = "x86_64")]
+    ("chmod", nr(libc::SYS_chmod), 1),
+    #[cfg(target_arch = "x86_64")]
+    ("open", nr(libc::SYS_open), 2),
+    #[cfg(target_arch = "x86_64")]
+    ("creat", nr(libc::SYS_creat), 1),
+    #[cfg(target_arch = "x86_64")]
+    ("mkdir", nr(libc::SYS_mkdir), 1),
+    #[cfg(target_arch = "x86_64")]
+    ("mknod", nr(libc::SYS_mknod), 1),
+];
+
+/// `fchmodat2(2)` (Linux 6.6), not in every `libc`; a shared number on every architecture.
+const SYS_FCHMODAT2: u32 = 452;
+
 const EPERM: u32 = libc::EPERM as u32;
 const ENOSYS: u32 = libc::ENOSYS as u32;
 
@@ -187,6 +224,18 @@ pub(crate) fn compile() -> Vec<SockFilter> {
         program.extend([jump_eq(number, 0, 1), ret(RET_ERRNO | EPERM)]);
     }
     program.extend([jump_eq(SYS_CLONE3, 0, 1), ret(RET_ERRNO | ENOSYS)]);
+    program.extend([jump_eq(SYS_OPENAT2, 0, 1), ret(RET_ERRNO | ENOSYS)]);
+    // Modes are `umode_t`/unsigned int: only the low 32 bits count.
+    for &(_, number, index) in MODE_ARGUMENT {
+        guarded(
+            &mut program,
+            number,
+            &[
+                Step::LoadArgLow(index),
+                Step::JumpSet(SETID_BITS, To::Refuse, To::Allow),
+            ],
+        );
+    }
 
     // clone(flags, ...): flags is args[0] on every architecture; the kernel uses its low 32 bits.
     guarded(

@@ -219,6 +219,50 @@ fn clone3_fails_with_enosys_so_libc_falls_back_to_clone() {
 }
 
 #[test]
+fn setuid_and_setgid_modes_are_refused_in_every_mode_argument() {
+    use super::policy::{MODE_ARGUMENT, SETID_BITS};
+    let suid = libc::S_ISUID as u64 | 0o755;
+    let sgid = libc::S_ISGID as u64 | 0o755;
+    for &(name, nr, index) in MODE_ARGUMENT {
+        let with = |mode: u64| {
+            let mut all = [0u64; 6];
+            all[index as usize] = mode;
+            all
+        };
+        // Each row: the mode argument, the decision.
+        let rows: [(u64, Action); 6] = [
+            (0o755, Action::Allow),
+            (0o1777, Action::Allow),
+            (suid, EPERM),
+            (sgid, EPERM),
+            (u64::from(SETID_BITS) | 0o644, EPERM),
+            // High bits do not matter, the kernel reads an unsigned int.
+            ((1 << 40) | 0o644, Action::Allow),
+        ];
+        for (mode, expected) in rows {
+            assert_eq!(
+                program().evaluate(NATIVE_ARCH, nr, with(mode)),
+                expected,
+                "{name} with mode {mode:o}"
+            );
+        }
+        // The bits in another argument (a flag word, a path pointer) are not a mode.
+        let mut other = [0u64; 6];
+        other[(index as usize + 1) % 6] = suid;
+        assert_eq!(
+            program().evaluate(NATIVE_ARCH, nr, other),
+            Action::Allow,
+            "{name} with the bits elsewhere"
+        );
+    }
+}
+
+#[test]
+fn openat2_fails_with_enosys_so_libc_falls_back_to_openat() {
+    check(&[native("openat2", libc::SYS_openat2, [0; 6], ENOSYS)]);
+}
+
+#[test]
 fn foreign_abis_kill_the_process() {
     let mut cases = vec![
         ("compat read", COMPAT_ARCH, 3, [0; 6], Action::KillProcess),

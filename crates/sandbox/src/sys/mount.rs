@@ -142,3 +142,61 @@ pub(crate) fn set_attributes(
     })?;
     Ok(())
 }
+
+/// Opens `path` (absolute, inside the root being built) as an `O_PATH` descriptor without
+/// following any symlink on the way (`openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`
+/// relative to `/`). Used for mount targets and self-bind sources inside the workspace, which the
+/// sandbox wrote: a planted link must not redirect a mount to the host tree at `/oldroot`.
+pub(crate) fn open_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    let relative = if relative.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        relative
+    };
+    let relative = super::cstring(relative)?;
+    let root = super::cstring(Path::new("/"))?;
+    // SAFETY: `root` is a NUL-terminated string alive for the call.
+    let dir = check(unsafe {
+        libc::open(
+            root.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: `dir` is a fresh descriptor we own from here on.
+    let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    // SAFETY: `open_how` is plain integers, for which all-zero is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: `how` is a valid `open_how` whose size is passed; `relative` is a NUL-terminated
+    // string alive for the call.
+    let rc = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            relative.as_ptr(),
+            &how as *const libc::open_how,
+            size_of::<libc::open_how>(),
+        )
+    })?;
+    // SAFETY: on success the result is a fresh descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as libc::c_int) })
+}
+
+/// Attaches the detached mount `fd` on the object `target` refers to (an `O_PATH` descriptor):
+/// `move_mount(MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)`, so no path is resolved again.
+pub(crate) fn attach_at(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both paths are empty NUL-terminated strings; the descriptors are valid.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })?;
+    Ok(())
+}

@@ -99,6 +99,14 @@ pub(crate) fn set_non_dumpable() -> io::Result<()> {
     Ok(())
 }
 
+/// Gives the calling process a new cgroup namespace rooted at its current cgroup (init does this
+/// after the host moved it into the session's group, so the sandbox sees that group as `/`).
+pub(crate) fn unshare_cgroup_namespace() -> io::Result<()> {
+    // SAFETY: integer argument only.
+    check(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })?;
+    Ok(())
+}
+
 /// Blocks SIGCHLD and returns a signalfd that becomes readable when a child ends.
 pub(crate) fn child_signal_fd() -> io::Result<OwnedFd> {
     // SAFETY: `set` is initialised by sigemptyset before use; all pointers are to stack values.

@@ -51,19 +51,95 @@ fn git_directory_is_read_only_and_cannot_be_renamed() {
     );
 }
 
-#[test]
-fn allowed_git_mutations_still_protect_config_and_hooks() {
+/// A git directory with every protected entry present, as `allow_git_mutations` needs.
+fn protected_repository() -> tempfile::TempDir {
     let ws = repository();
-    let out = run(ws.path(), GitMutations::Allow);
-    assert_eq!(out, "wrote-objects\nwrote-commondir\nwrote-workspace\n");
+    let git = ws.path().join(".git");
+    std::fs::create_dir_all(git.join("info")).expect("mkdir info");
+    for file in ["config.worktree", "objects/info/alternates"] {
+        std::fs::write(git.join(file), "").expect("write");
+    }
+    // A commondir naming the git directory itself: the same directory, so nothing else mounted.
+    std::fs::write(git.join("commondir"), ".\n").expect("commondir");
+    ws
+}
+
+const MUTATION_PROBE: &str = "touch .git/objects/new 2>/dev/null && echo wrote-objects; \
+    echo '[x]' >> .git/config 2>/dev/null && echo wrote-config; \
+    touch .git/hooks/pre-commit 2>/dev/null && echo wrote-hook; \
+    echo /tmp > .git/commondir 2>/dev/null && echo wrote-commondir; \
+    echo /tmp > .git/objects/info/alternates 2>/dev/null && echo wrote-alternates; \
+    echo '[core]' > .git/config.worktree 2>/dev/null && echo wrote-config.worktree; \
+    mv .git/objects .git/objects2 2>/dev/null && echo renamed-objects; \
+    mv .git/objects/info .git/objects/info2 2>/dev/null && echo renamed-info; \
+    mv .git .git-moved 2>/dev/null && echo renamed; \
+    touch control && echo wrote-workspace";
+
+#[test]
+fn allowed_git_mutations_still_protect_config_hooks_commondir_and_alternates() {
+    let ws = protected_repository();
+    let mut config = config(ws.path());
+    config.git_mutations = GitMutations::Allow;
+    let mut session = Session::open(config).expect("the session opens");
+    let out = stdout(&sh(&mut session, MUTATION_PROBE));
+    // Writing objects is the control: mutations are allowed where nothing protects.
+    assert_eq!(out, "wrote-objects\nwrote-workspace\n");
     let git = ws.path().join(".git");
     assert!(git.join("objects/new").exists());
     assert_eq!(
         std::fs::read_to_string(git.join("config")).expect("config"),
         "[core]\n"
     );
+    assert_eq!(
+        std::fs::read_to_string(git.join("commondir")).expect("commondir"),
+        ".\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(git.join("objects/info/alternates")).expect("alternates"),
+        ""
+    );
     assert!(!git.join("hooks/pre-commit").exists());
     assert!(git.join("HEAD").exists(), "the git directory was renamed");
+}
+
+#[test]
+fn allowed_git_mutations_refuse_when_a_protected_entry_is_absent() {
+    // A plain repository has no commondir: the sandbox could create one, so the session refuses.
+    let ws = repository();
+    let mut config = config(ws.path());
+    config.git_mutations = GitMutations::Allow;
+    let err = Session::open(config).err().expect("the session is refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("allow_git_mutations") && text.contains("does not exist"),
+        "{text}"
+    );
+    // Control: without mutations the same repository opens.
+    drop(open(ws.path()));
+}
+
+#[test]
+fn allowed_git_mutations_refuse_a_symlinked_protected_entry() {
+    let ws = protected_repository();
+    let git = ws.path().join(".git");
+    std::fs::remove_file(git.join("objects/info/alternates")).expect("rm");
+    std::os::unix::fs::symlink("/etc/hostname", git.join("objects/info/alternates"))
+        .expect("symlink");
+    let mut config = config(ws.path());
+    config.git_mutations = GitMutations::Allow;
+    let err = Session::open(config).err().expect("the session is refused");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+}
+
+#[test]
+fn a_symlinked_dot_git_is_refused_with_the_fix() {
+    let ws = repository();
+    std::fs::rename(ws.path().join(".git"), ws.path().join("real-git")).expect("mv");
+    std::os::unix::fs::symlink("real-git", ws.path().join(".git")).expect("symlink");
+    let err = Session::open(config(ws.path()))
+        .err()
+        .expect("the session is refused");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
 }
 
 fn git(dir: &Path, args: &[&str]) {

@@ -174,3 +174,77 @@ fn hidden_paths_and_root_env_files_are_masked() {
         "e"
     );
 }
+
+#[test]
+fn a_hidden_path_cannot_be_moved_out_from_under_its_mask() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join("config/deep")).expect("mkdir");
+    std::fs::write(ws.path().join("config/deep/secrets.yml"), "key").expect("write");
+    std::fs::write(ws.path().join("config/other"), "o").expect("write");
+    let hidden_config = |ws: &std::path::Path| {
+        let mut config = config(ws);
+        config.hide = vec!["config/deep/secrets.yml".into()];
+        config
+    };
+    let mut session = cordon_sandbox::Session::open(hidden_config(ws.path())).expect("opens");
+    let out = stdout(&sh(
+        &mut session,
+        "mv config config2 2>/dev/null && echo moved-config; \
+         mv config/deep config/deep2 2>/dev/null && echo moved-deep; \
+         cat config/deep/secrets.yml; cat config/other && echo control",
+    ));
+    session.close();
+    // Reading the unmasked neighbour is the control.
+    assert_eq!(out, "ocontrol\n", "{out}");
+    assert!(ws.path().join("config/deep/secrets.yml").exists());
+    assert!(!ws.path().join("config2").exists() && !ws.path().join("config/deep2").exists());
+    // The next session still masks it.
+    let mut next = cordon_sandbox::Session::open(hidden_config(ws.path())).expect("opens");
+    let out = stdout(&sh(&mut next, "cat config/deep/secrets.yml; echo end"));
+    assert_eq!(out, "end\n");
+}
+
+#[test]
+fn home_shares_one_size_cap_with_tmp() {
+    let ws = workspace();
+    let mut session = open(ws.path());
+    // One tmpfs: the same device for HOME, /tmp and /dev/shm.
+    let out = stdout(&sh(
+        &mut session,
+        "stat -c %d \"$HOME\" /tmp /dev/shm | sort -u | wc -l; stat -c %d \"$HOME\" /proc | sort -u | wc -l",
+    ));
+    // The second count is the control: different filesystems do show different devices.
+    assert_eq!(out, "1\n2\n", "{out}");
+}
+
+#[test]
+fn a_hidden_path_through_a_symlink_is_refused_since_the_link_could_be_repointed() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("real")).expect("mkdir");
+    std::fs::write(ws.path().join("real/secrets.yml"), "key").expect("write");
+    std::os::unix::fs::symlink("real", ws.path().join("config")).expect("symlink");
+    let mut hidden = config(ws.path());
+    hidden.hide = vec!["config/secrets.yml".into()];
+    let err = cordon_sandbox::Session::open(hidden)
+        .err()
+        .expect("the session is refused");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    // A root `.env` link is refused the same way.
+    let ws = workspace();
+    std::fs::write(ws.path().join("prod.env"), "key").expect("write");
+    std::os::unix::fs::symlink("prod.env", ws.path().join(".env")).expect("symlink");
+    let err = cordon_sandbox::Session::open(config(ws.path()))
+        .err()
+        .expect("the session is refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("/.env`") && text.contains("symbolic link"),
+        "{text}"
+    );
+    // Control: the real path hides fine.
+    let mut real = config(ws.path());
+    std::fs::remove_file(ws.path().join(".env")).expect("rm");
+    real.hide = vec!["prod.env".into()];
+    let mut session = cordon_sandbox::Session::open(real).expect("opens");
+    assert_eq!(stdout(&sh(&mut session, "cat prod.env; echo end")), "end\n");
+}

@@ -62,6 +62,35 @@ fn timeout_kills_the_command_and_its_daemonised_children() {
 }
 
 #[test]
+fn timeout_kills_a_process_tree_deeper_than_any_walk_limit() {
+    // A chain of 100 nested shells (the old walk stopped after 64 generations); the deepest one
+    // carries the marker and would outlive the timeout if the walk gave up early.
+    let ws = workspace();
+    let marker = format!("600.{}", unique());
+    let mut session = open(ws.path());
+    let script = format!(
+        "d() {{ if [ \"$1\" -gt 0 ]; then d $(($1 - 1)) & wait; else touch deepest; exec sleep {marker}; fi; }}; \
+         d 100 & while [ ! -e deepest ]; do sleep 0.01; done; echo up; sleep 600"
+    );
+    let mut request = ExecRequest::new(vec!["/bin/sh".into(), "-c".into(), script]);
+    // Long enough for 100 shells to start on a loaded machine: the timeout must fire after the
+    // tree is complete, or the control below fails (it never passes vacuously).
+    request.timeout = Some(Duration::from_secs(8));
+    let outcome = session
+        .exec(&request, &mut |_, _| {})
+        .expect("the command runs");
+    assert!(outcome.timed_out, "{outcome:?}");
+    // Control: the deepest process really ran.
+    assert_eq!(stdout(&outcome), "up\n");
+    assert_eq!(
+        host_processes_with(&marker),
+        Vec::<u32>::new(),
+        "a deep descendant survived the timeout"
+    );
+    assert_eq!(stdout(&sh(&mut session, "echo alive")), "alive\n");
+}
+
+#[test]
 fn exit_statuses_signals_and_missing_programs_are_reported() {
     let ws = workspace();
     std::fs::write(ws.path().join("script"), "#!/bin/sh\necho hi\n").expect("write");
