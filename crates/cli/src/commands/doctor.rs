@@ -108,10 +108,16 @@ mod tests {
                 .collect(),
         );
         let text = render(&probe);
-        assert!(text.contains(
-            "seccomp             required  MISSING  d\n                                        \
-             remedy: r\n"
-        ));
+        // The remedy sits under the detail column: the longest layer name, `required` (8) and
+        // `MISSING` (7), each followed by two spaces.
+        let name_width = Layer::ALL.iter().map(|l| l.as_str().len()).max().unwrap();
+        let under_detail = " ".repeat(name_width + 2 + 8 + 2 + 7 + 2);
+        assert!(
+            text.contains(&format!(
+                "seccomp             required  MISSING  d\n{under_detail}remedy: r\n"
+            )),
+            "{text}"
+        );
         assert!(text.contains("landlock            required  ok       d\n"));
         assert!(text.ends_with(
             "sandbox: unavailable; cordon refuses to run until these required layers are fixed: \
