@@ -6,12 +6,16 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod commands;
-#[expect(dead_code, reason = "the live view `cordon run` shows; unused until run.rs calls it (issue 9 report)")]
 mod progress;
 
 /// A gated, kernel-sandboxed, egress-controlled, resumable development loop for coding agents.
 #[derive(Debug, Parser)]
-#[command(name = "cordon", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "cordon",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -76,13 +80,20 @@ fn main() -> ExitCode {
 fn usage_error(err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     // `--help` and `--version` are not errors.
-    if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
         let _ = err.print();
         return ExitCode::SUCCESS;
     }
     let _ = err.print();
     let is_exec = std::env::args_os().nth(1).is_some_and(|a| a == "exec");
-    ExitCode::from(if is_exec { commands::exec::USAGE_EXIT } else { 2 })
+    ExitCode::from(if is_exec {
+        commands::exec::USAGE_EXIT
+    } else {
+        2
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The terminal's view of a run (DESIGN §8): on a terminal, one live line per step (status,
 //! attempt, elapsed time, a spinner while it runs), redrawn in place; otherwise — stderr not a
-//! terminal, or `NO_COLOR` set — plain lines as steps start and finish. A summary table follows
-//! at the end. With `--json` it prints nothing (the events go to stdout instead).
+//! terminal, or `NO_COLOR` set — plain lines as steps start and finish. Notices (setup hooks,
+//! commits, errors) print as lines in both modes, and a summary table follows at the end. With
+//! `--json` it prints nothing (the events go to stdout instead).
 //!
 //! The state is `cordon_web::RunView`, the same fold the run page reads.
 
@@ -117,9 +118,23 @@ impl Progress {
         }
         match self.mode {
             Mode::Quiet => {}
-            Mode::Live => redraw(&mut inner),
+            Mode::Live => {
+                if let Some(line) = notice(&inner.view, record) {
+                    // Above the live block: clear it, print the line, draw it again below.
+                    let mut err = std::io::stderr().lock();
+                    if inner.drawn > 0 {
+                        let _ = write!(err, "\x1b[{}A\r\x1b[J", inner.drawn);
+                        inner.drawn = 0;
+                    }
+                    let _ = writeln!(err, "{line}");
+                }
+                redraw(&mut inner);
+            }
             Mode::Plain => {
-                if let Some(line) = plain_line(&inner.view, record) {
+                // A closed stderr (`cordon run … 2>&1 | head`) must not stop the run: write,
+                // never panic.
+                let line = plain_line(&inner.view, record).or_else(|| notice(&inner.view, record));
+                if let Some(line) = line {
                     let _ = writeln!(std::io::stderr().lock(), "{line}");
                 }
             }
@@ -219,8 +234,8 @@ fn live_lines(view: &RunView, now: u64, frame: usize) -> Vec<String> {
             if let Some(ms) = elapsed(step, now).filter(|_| status != StepStatus::Pending) {
                 line.push_str(&format!("  {}", duration(ms)));
             }
-            if let (StepStatus::Failed, Some(reason)) = (status, &step.reason) {
-                line.push_str(&format!("  \x1b[2m{}\x1b[0m", first_line(reason)));
+            if let (StepStatus::Failed, Some(detail)) = (status, failure(step)) {
+                line.push_str(&format!("  \x1b[2m{detail}\x1b[0m"));
             }
             line
         })
@@ -249,12 +264,36 @@ fn plain_line(view: &RunView, record: &Record) -> Option<String> {
             if let Some(ms) = elapsed(step, record.ts.unix_millis()) {
                 line.push_str(&format!("  {}", duration(ms)));
             }
-            if let Some(reason) = &step.reason {
-                line.push_str(&format!("  {}", first_line(reason)));
+            if let Some(detail) = failure(step) {
+                line.push_str(&format!("  {detail}"));
             }
             Some(line)
         }
         (Event::AttemptRetry { attempt, .. }, _) => Some(format!("retry: attempt {attempt}")),
+        _ => None,
+    }
+}
+
+/// Why the step's latest attempt failed, in one line: its reason, else its exit status.
+fn failure(step: &StepView) -> Option<String> {
+    match (&step.reason, step.exit_code) {
+        (Some(reason), _) => Some(first_line(reason).to_owned()),
+        (None, Some(code)) if code != 0 => Some(format!("exit {code}")),
+        _ => None,
+    }
+}
+
+/// A line for what happens besides steps starting and finishing: setup hooks, commits, errors.
+fn notice(view: &RunView, record: &Record) -> Option<String> {
+    let width = name_width(view);
+    let step = record.step.as_ref().map_or("", |s| s.as_str());
+    match &record.event {
+        Event::SetupRan { exit_code, .. } => {
+            Some(format!("{step:<width$}  setup ran (exit {exit_code})"))
+        }
+        Event::SetupCached { .. } => Some(format!("{step:<width$}  setup up to date")),
+        Event::CommitCreated { sha } => Some(format!("{step:<width$}  committed {sha}")),
+        Event::Error { message } => Some(format!("cordon: {}", first_line(message))),
         _ => None,
     }
 }

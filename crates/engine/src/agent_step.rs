@@ -1,12 +1,12 @@
 //! The agent step driver: runs one attempt of an agent step in its sandbox session with
 //! `cordon-agent`'s loop, then decides the verdict (DESIGN §3, §6).
 //!
-//! [`AgentDriver::prepare`] builds the run's provider before any sandbox starts (a missing key
-//! is a usage error naming the variable); it lives for the whole run because the replay provider
-//! remembers which turns it served. [`AgentDriver::restore`] replays that memory on resume and
-//! [`interrupted_results`] answers the tool calls an interrupted attempt left open.
-//! [`SessionHost`] is the loop's [`ToolHost`]: every tool process runs through the step's
-//! [`StepSession`], so the agent is confined exactly like a command step.
+//! [`LoopDriver::prepare`] builds the run's provider before any sandbox starts (a missing key is
+//! a usage error naming the variable); it lives for the whole run because the replay provider
+//! remembers which turns it served, and `restore` replays that memory on resume (the engine
+//! answers the tool calls an interrupted attempt left open). [`SessionHost`] is the loop's
+//! [`ToolHost`]: every tool process runs through the step's [`StepSession`], so the agent is
+//! confined exactly like a command step.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -20,13 +20,14 @@ use cordon_agent::{
     AgentError, AgentOutcome, AgentSpec, BashOutput, BashRun, ContextFile, Grants, Hooks, Journal,
     NoGrants, OutputBuffer, Provider, ProviderError, Task, ToolHost, ToolHostError, TruncateLimits,
 };
-use cordon_pipeline::{AgentStep, Pipeline, RelPath, Step, StepKind};
-use cordon_protocol::event::{OutputStream, Verdict};
+use cordon_pipeline::{AgentStep, Pipeline, RelPath, StepKind};
+use cordon_protocol::event::OutputStream;
 use cordon_protocol::{Attempt, Event, Record, StepName};
 
 use sha2::{Digest, Sha256};
 
 use crate::ErrorClass;
+use crate::agent::{AgentDriver, AgentTask, AgentVerdict};
 use crate::executor::{ExecError, StepSession};
 
 /// The model name used in events when a replay pipeline names none.
@@ -40,7 +41,7 @@ const INLINE_STDIN: usize = 64 << 10;
 const KILL_AFTER_SECS: u64 = 5;
 
 /// The agent side of a run: its provider and the context files from the tooling snapshot.
-pub struct AgentDriver {
+pub struct LoopDriver {
     provider: Box<dyn Provider>,
     context: Vec<ContextFile>,
     /// How `request_egress` is decided; refuses until the grants work supplies the bounds.
@@ -116,41 +117,7 @@ impl From<AgentError> for AgentStepError {
     }
 }
 
-/// How an attempt ended: the `step.finished` fields the driver decides.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentVerdict {
-    pub verdict: Verdict,
-    pub reason: Option<String>,
-}
-
-impl AgentVerdict {
-    fn pass() -> AgentVerdict {
-        AgentVerdict {
-            verdict: Verdict::Pass,
-            reason: None,
-        }
-    }
-
-    fn fail(reason: impl Into<String>) -> AgentVerdict {
-        AgentVerdict {
-            verdict: Verdict::Fail,
-            reason: Some(reason.into()),
-        }
-    }
-}
-
-/// One attempt to run.
-pub struct AgentAttempt<'a> {
-    pub pipeline: &'a Pipeline,
-    pub step: &'a Step,
-    pub attempt: Attempt,
-    /// The workspace path (the same inside the sandbox).
-    pub workspace: &'a std::path::Path,
-    /// Every retry's feedback so far, oldest first (`RunState::feedback`).
-    pub feedback: &'a [String],
-}
-
-impl AgentDriver {
+impl LoopDriver {
     /// The driver of a pipeline with agent steps (`None` without any). `files` returns a tooling
     /// file's text from the run's snapshot by its path relative to the pipeline file; `env`
     /// reads the host environment (the key variable, `SSL_CERT_FILE`). With `record`, every
@@ -160,7 +127,7 @@ impl AgentDriver {
         files: &dyn Fn(&RelPath) -> Option<String>,
         env: &dyn Fn(&str) -> Option<OsString>,
         record: Option<Box<dyn Write + Send>>,
-    ) -> Result<Option<AgentDriver>, AgentStepError> {
+    ) -> Result<Option<LoopDriver>, AgentStepError> {
         let has_agents = pipeline
             .steps
             .iter()
@@ -205,7 +172,7 @@ impl AgentDriver {
                     .ok_or_else(|| AgentStepError::ContextFile(path.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(AgentDriver {
+        Ok(Some(LoopDriver {
             provider,
             context,
             grants: Box::new(NoGrants),
@@ -213,8 +180,8 @@ impl AgentDriver {
     }
 
     /// A driver over a given provider (tests).
-    pub fn with_provider(provider: Box<dyn Provider>, context: Vec<ContextFile>) -> AgentDriver {
-        AgentDriver {
+    pub fn with_provider(provider: Box<dyn Provider>, context: Vec<ContextFile>) -> LoopDriver {
+        LoopDriver {
             provider,
             context,
             grants: Box::new(NoGrants),
@@ -225,11 +192,13 @@ impl AgentDriver {
     pub fn set_grants(&mut self, grants: Box<dyn Grants>) {
         self.grants = grants;
     }
+}
 
+impl AgentDriver for LoopDriver {
     /// On resume: tells the provider which model calls finished step attempts already had
     /// answered, in log order, so replay serves them no second time. The interrupted attempt is
     /// left out: it gets its turns from the start again.
-    pub fn restore(&mut self, records: &[Record]) {
+    fn restore(&mut self, records: &[Record]) {
         let mut current: BTreeMap<StepName, Attempt> = BTreeMap::new();
         let mut answered: Vec<(StepName, Attempt)> = Vec::new();
         let mut finished = std::collections::BTreeSet::new();
@@ -262,15 +231,13 @@ impl AgentDriver {
 
     /// Runs one attempt of an agent step in `session`, reporting through `journal`, and decides
     /// its verdict: the loop's end, then `produces`, then the `VERDICT:` line (artifact first).
-    pub fn run(
+    fn run(
         &mut self,
-        input: &AgentAttempt<'_>,
+        input: &AgentTask<'_>,
         session: &mut dyn StepSession,
         journal: &mut dyn Journal,
     ) -> Result<AgentVerdict, AgentStepError> {
-        let StepKind::Agent(step) = &input.step.kind else {
-            return Err(AgentStepError::UnknownAgent(input.step.name.to_string()));
-        };
+        let step = input.agent;
         let agent = input
             .pipeline
             .agents
@@ -358,12 +325,7 @@ impl AgentDriver {
 }
 
 /// The task message of an attempt.
-fn task(
-    input: &AgentAttempt<'_>,
-    step: &AgentStep,
-    context: &[ContextFile],
-    workspace: &str,
-) -> Task {
+fn task(input: &AgentTask<'_>, step: &AgentStep, context: &[ContextFile], workspace: &str) -> Task {
     Task {
         pipeline: input.pipeline.name.clone(),
         step: input.step.name.to_string(),
@@ -447,40 +409,6 @@ fn missing_files(
         .collect())
 }
 
-/// For resume: a `tool.result {interrupted: true}` for every `tool.call` in `records` that has
-/// no result, with the step it belongs to. Append these before the interrupted step re-runs, so
-/// every tool call has exactly one result.
-pub fn interrupted_results(records: &[Record]) -> Vec<(Option<StepName>, Event)> {
-    let mut open: Vec<(Option<StepName>, String)> = Vec::new();
-    for record in records {
-        match &record.event {
-            Event::ToolCall { id, .. } => open.push((record.step.clone(), id.clone())),
-            Event::ToolResult { id, .. } => {
-                if let Some(at) = open
-                    .iter()
-                    .position(|(step, open_id)| open_id == id && *step == record.step)
-                {
-                    open.remove(at);
-                }
-            }
-            _ => {}
-        }
-    }
-    open.into_iter()
-        .map(|(step, id)| {
-            let event = Event::ToolResult {
-                id,
-                ok: false,
-                interrupted: Some(true),
-                output:
-                    "interrupted: cordon stopped before this call finished; the step starts over"
-                        .to_owned(),
-            };
-            (step, event)
-        })
-        .collect()
-}
-
 /// A missing sandbox layer, carried through [`ToolHostError::source`] so it keeps exit 3.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -558,6 +486,10 @@ impl SessionHost<'_> {
                     source: None,
                 },
             })?;
+        // Egress decisions the process caused go in before its `sandbox.exec`.
+        if let Some(side) = self.session.side_events() {
+            self.execs.borrow_mut().extend(crate::egress::drain(&side));
+        }
         self.execs.borrow_mut().push(Event::SandboxExec {
             argv_digest: crate::setup::hex(&Sha256::digest(argv.join("\0").as_bytes())),
             exit_code: result.exit_code,
@@ -830,7 +762,7 @@ steps:
     const AGENT: &str = "---\nname: review\n---\nYou review.\n";
 
     /// The demo pipeline and a driver replaying `transcript`.
-    fn driver(transcript: &str) -> Result<(Pipeline, Option<AgentDriver>), AgentStepError> {
+    fn driver(transcript: &str) -> Result<(Pipeline, Option<LoopDriver>), AgentStepError> {
         let files: BTreeMap<std::path::PathBuf, String> = [
             ("/p/agents/review.agent.md", AGENT),
             ("/p/t.jsonl", transcript),
@@ -852,7 +784,7 @@ steps:
                 .get(&std::path::Path::new("/p").join(rel.as_path()))
                 .cloned()
         };
-        let driver = AgentDriver::prepare(&pipeline, &lookup, &|_| None, None)?;
+        let driver = LoopDriver::prepare(&pipeline, &lookup, &|_| None, None)?;
         Ok((pipeline, driver))
     }
 
@@ -872,6 +804,13 @@ steps:
         }
     }
 
+    fn agent_of(pipeline: &Pipeline) -> &AgentStep {
+        match &pipeline.steps[0].kind {
+            StepKind::Agent(agent) => agent,
+            StepKind::Command(_) | StepKind::Action(_) => panic!("the demo's step is an agent"),
+        }
+    }
+
     fn attempt(transcript: &str, files: &[(&str, &str)]) -> (AgentVerdict, Memory) {
         let (pipeline, driver) = driver(transcript).expect("prepares");
         let mut driver = driver.expect("the pipeline has an agent step");
@@ -881,9 +820,10 @@ steps:
         }
         let workspace = session.dir.path().to_path_buf();
         let mut journal = Memory::default();
-        let input = AgentAttempt {
+        let input = AgentTask {
             pipeline: &pipeline,
             step: &pipeline.steps[0],
+            agent: agent_of(&pipeline),
             attempt: Attempt::FIRST,
             workspace: &workspace,
             feedback: &["the tests failed".to_owned()],
@@ -977,7 +917,7 @@ steps:
         }
         let (pipeline, _) = driver("").expect("prepares");
         let seen = Seen::default();
-        let mut driver = AgentDriver::with_provider(
+        let mut driver = LoopDriver::with_provider(
             Box::new(Spy(seen.clone())),
             vec![ContextFile {
                 path: "README.md".to_owned(),
@@ -986,9 +926,10 @@ steps:
         );
         let mut session = local();
         let workspace = session.dir.path().to_path_buf();
-        let input = AgentAttempt {
+        let input = AgentTask {
             pipeline: &pipeline,
             step: &pipeline.steps[0],
+            agent: agent_of(&pipeline),
             attempt: Attempt::new(2).expect("attempt"),
             workspace: &workspace,
             feedback: &["step `test` failed in attempt 1: exit 1\nAssertionError".to_owned()],
@@ -1029,7 +970,7 @@ steps:
             cordon_pipeline::load_str("pipeline.yaml", &yaml, std::path::Path::new("/p"), &files)
                 .expect("loads")
                 .pipeline;
-        let err = AgentDriver::prepare(&pipeline, &|_| Some(String::new()), &|_| None, None)
+        let err = LoopDriver::prepare(&pipeline, &|_| Some(String::new()), &|_| None, None)
             .err()
             .expect("no key");
         assert_eq!(err.class(), ErrorClass::Usage);
@@ -1052,7 +993,7 @@ steps:
         };
         let finished = Event::StepFinished {
             attempt: Attempt::FIRST,
-            verdict: Verdict::Pass,
+            verdict: cordon_protocol::event::Verdict::Pass,
             exit_code: None,
             reason: None,
             diff: None,
@@ -1112,32 +1053,5 @@ steps:
             step: step.map(|s| StepName::parse(s).expect("step")),
             event,
         }
-    }
-
-    #[test]
-    fn unanswered_tool_calls_get_one_interrupted_result_each() {
-        let call = |id: &str| Event::ToolCall {
-            id: id.to_owned(),
-            name: "bash".to_owned(),
-            arguments: serde_json::json!({}),
-        };
-        let result = |id: &str| Event::ToolResult {
-            id: id.to_owned(),
-            ok: true,
-            interrupted: None,
-            output: String::new(),
-        };
-        let records = [
-            record(1, Some("dev"), call("a")),
-            record(2, Some("dev"), result("a")),
-            record(3, Some("dev"), call("b")),
-        ];
-        let got = interrupted_results(&records);
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].0.as_ref().map(StepName::as_str), Some("dev"));
-        assert!(
-            matches!(&got[0].1, Event::ToolResult { id, ok: false, interrupted: Some(true), .. } if id == "b")
-        );
-        assert!(interrupted_results(&records[..2]).is_empty());
     }
 }

@@ -11,7 +11,7 @@ use cordon_store::Store;
 use sha2::{Digest, Sha256};
 
 use crate::EngineError;
-use crate::agent::{AgentDriver, AgentEnd, AgentTask, Interrupted};
+use crate::agent::{AgentDriver, AgentTask, AgentVerdict};
 use crate::executor::{ExecError, Executor, Purpose, SessionSpec, StepSession};
 use crate::fingerprint::Fingerprint;
 use crate::host::HostGit;
@@ -63,7 +63,7 @@ pub struct RunContext<'a> {
     pub refresh: bool,
     /// Paths the commit action leaves out (tooling files), workspace-relative.
     pub tooling: Vec<String>,
-    /// Runs agent steps; `None` until the agent loop exists (preflight refuses them then).
+    /// Runs agent steps; `None` when the pipeline has none (an agent step then fails).
     pub agents: Option<&'a mut dyn AgentDriver>,
 }
 
@@ -96,11 +96,14 @@ impl From<cordon_store::StoreError> for Failure {
 impl<'a> Engine<'a> {
     /// An engine over the run's existing events (none for a fresh run).
     pub fn new(
-        cx: RunContext<'a>,
+        mut cx: RunContext<'a>,
         observer: &'a mut dyn Observer,
     ) -> Result<Engine<'a>, EngineError> {
         let records = cx.store.events(cx.run)?;
         let state = RunState::replay(&records);
+        if let Some(agents) = cx.agents.as_deref_mut() {
+            agents.restore(&records);
+        }
         Ok(Engine {
             cx,
             state,
@@ -356,14 +359,15 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// An agent step attempt: its session, the driver's loop, then the verdict from the
-    /// artifact or the final message.
+    /// An agent step attempt: its session and the driver's loop, which decides the verdict.
     fn agent_step(
         &mut self,
         step: &'a Step,
         agent: &'a cordon_pipeline::AgentStep,
         attempt: Attempt,
     ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
+        // The driver is taken out of the context while the loop borrows the engine as its
+        // journal, and put back whatever happens.
         let Some(driver) = self.cx.agents.take() else {
             return Ok((
                 Verdict::Fail,
@@ -373,34 +377,12 @@ impl<'a> Engine<'a> {
         };
         let result = self.agent_loop(driver, step, agent, attempt);
         self.cx.agents = Some(driver);
-        let end = match result? {
-            Ok(end) => end,
-            Err(message) => return Ok((Verdict::Fail, None, Some(message))),
-        };
-        let final_message = match end {
-            AgentEnd::Failed { reason } => return Ok((Verdict::Fail, None, Some(reason))),
-            AgentEnd::Finished { final_message } => final_message,
-        };
-        let Some(verdicts) = &agent.verdicts else {
-            return Ok((Verdict::Pass, None, None));
-        };
-        let (text, source) = match &agent.artifact {
-            Some(artifact) => {
-                match std::fs::read_to_string(self.cx.workspace.join(artifact.as_path())) {
-                    Ok(text) => (text, format!("`{artifact}`")),
-                    Err(_) => {
-                        return Ok((
-                            Verdict::Fail,
-                            None,
-                            Some(format!("the artifact `{artifact}` was not written")),
-                        ));
-                    }
-                }
+        match result? {
+            Ok(AgentVerdict { verdict, reason }) => {
+                Ok((verdict, None, reason.map(|r| self.cx.secrets.scrub(&r))))
             }
-            None => (final_message, "the final message".to_owned()),
-        };
-        let (verdict, reason) = crate::verdict::decide(verdicts, &text, &source);
-        Ok((verdict, None, reason.map(|r| self.cx.secrets.scrub(&r))))
+            Err(message) => Ok((Verdict::Fail, None, Some(message))),
+        }
     }
 
     /// Opens the attempt's session and runs the driver in it. The inner `Err` is a session
@@ -411,7 +393,7 @@ impl<'a> Engine<'a> {
         step: &'a Step,
         agent: &'a cordon_pipeline::AgentStep,
         attempt: Attempt,
-    ) -> Result<Result<AgentEnd, String>, Failure> {
+    ) -> Result<Result<AgentVerdict, String>, Failure> {
         let spec = self.spec(step, attempt, Purpose::Step);
         let mut session = match self.cx.executor.open(&spec) {
             Ok(session) => session,
@@ -423,7 +405,7 @@ impl<'a> Engine<'a> {
             Event::SandboxSession {
                 step: step.name.clone(),
                 attempt,
-                network: spec.network.clone(),
+                network: spec.network.to_string(),
             },
         );
         if let Err(failure) = opened {
@@ -431,31 +413,31 @@ impl<'a> Engine<'a> {
             return Err(failure);
         }
         let feedback = self.state.feedback.clone();
+        let workspace = self.cx.workspace.clone();
         let task = AgentTask {
             pipeline: self.cx.pipeline,
             step,
             agent,
             attempt,
+            workspace: &workspace,
             feedback: &feedback,
         };
-        let mut stopped: Option<Failure> = None;
-        let result = {
-            let mut log = |event: Event| match self.append(Some(&step.name), event) {
-                Ok(_) => Ok(()),
-                Err(failure) => {
-                    stopped = Some(failure);
-                    Err(Interrupted)
-                }
-            };
-            driver.run(&task, session.as_mut(), &mut log)
+        let mut journal = EngineJournal {
+            engine: self,
+            step: step.name.clone(),
+            stopped: None,
         };
+        let side = session.side_events();
+        let result = driver.run(&task, session.as_mut(), &mut journal);
+        let stopped = journal.stopped;
         session.close();
         if let Some(failure) = stopped {
             return Err(failure);
         }
+        self.append_side(&step.name, side.as_ref())?;
         match result {
-            Ok(end) => Ok(Ok(end)),
-            Err(message) => Err(EngineError::Agent(message).into()),
+            Ok(verdict) => Ok(Ok(verdict)),
+            Err(err) => Err(EngineError::Agent(err).into()),
         }
     }
 
@@ -473,7 +455,8 @@ impl<'a> Engine<'a> {
             return Ok(true);
         }
         let mut spec = self.spec(step, attempt, Purpose::Setup);
-        spec.network = hook.network.to_string();
+        spec.network = hook.network.clone();
+        spec.grants = self.grants_for(&hook.network);
         let argv = argv(&hook.command);
         let started = std::time::Instant::now();
         let (code, message) = match self.session_command(&step.name, &spec, &argv)? {
@@ -514,6 +497,16 @@ impl<'a> Engine<'a> {
         Ok(false)
     }
 
+    /// The run's grants for a session with `network`: all of them when it takes grants.
+    fn grants_for(&self, network: &cordon_pipeline::Network) -> Vec<String> {
+        match network {
+            cordon_pipeline::Network::Allowlist(list) if list.grants => self.state.grants.clone(),
+            cordon_pipeline::Network::Allowlist(_)
+            | cordon_pipeline::Network::None
+            | cordon_pipeline::Network::Open => Vec::new(),
+        }
+    }
+
     fn spec(&self, step: &Step, attempt: Attempt, purpose: Purpose) -> SessionSpec {
         let isolation = &self.cx.pipeline.isolation;
         let mut hide: Vec<PathBuf> = isolation
@@ -531,20 +524,22 @@ impl<'a> Engine<'a> {
                     .collect();
                 env.extend(self.cx.secrets.env_for(&sandbox.secrets));
                 (
-                    sandbox.network.to_string(),
+                    sandbox.network.clone(),
                     env,
                     sandbox
                         .timeout
                         .map(|t| std::time::Duration::from_secs(t.seconds())),
                 )
             }
-            None => ("none".to_owned(), Vec::new(), None),
+            None => (cordon_pipeline::Network::None, Vec::new(), None),
         };
+        let grants = self.grants_for(&network);
         SessionSpec {
             step: step.name.clone(),
             attempt,
             purpose,
             network,
+            grants,
             env,
             timeout,
             hide,
@@ -561,6 +556,19 @@ impl<'a> Engine<'a> {
             tmp_size: isolation.tmp_size.map(|s| s.bytes()),
             allow_git_mutations: isolation.allow_git_mutations,
         }
+    }
+
+    /// Appends the events a session produced on its own (egress audit records) since the last
+    /// call.
+    fn append_side(
+        &mut self,
+        step: &StepName,
+        side: Option<&crate::egress::SideEvents>,
+    ) -> Result<(), Failure> {
+        for event in side.map(crate::egress::drain).unwrap_or_default() {
+            self.append(Some(step), event)?;
+        }
+        Ok(())
     }
 
     /// Opens a session, runs one command with its output logged line by line, closes it.
@@ -581,17 +589,23 @@ impl<'a> Engine<'a> {
             Event::SandboxSession {
                 step: step.clone(),
                 attempt: spec.attempt,
-                network: spec.network.clone(),
+                network: spec.network.to_string(),
             },
         ) {
             session.close();
             return Err(failure);
         }
+        let side = session.side_events();
         let mut buffers = [LineBuffer::default(), LineBuffer::default()];
         let mut pending: Option<Failure> = None;
         let result = {
             let mut on_output = |stream: OutputStream, bytes: &[u8]| {
                 if pending.is_some() {
+                    return;
+                }
+                // Egress decisions made so far go in before the output that follows them.
+                if let Err(failure) = self.append_side(step, side.as_ref()) {
+                    pending = Some(failure);
                     return;
                 }
                 let index = usize::from(stream == OutputStream::Stderr);
@@ -608,6 +622,8 @@ impl<'a> Engine<'a> {
         if let Some(failure) = pending {
             return Err(failure);
         }
+        // The rest, tunnel closes included (the listener has stopped).
+        self.append_side(step, side.as_ref())?;
         for (index, stream) in [OutputStream::Stdout, OutputStream::Stderr]
             .into_iter()
             .enumerate()
@@ -705,6 +721,64 @@ impl<'a> Engine<'a> {
         };
         self.last_diff = Some((fingerprint, blob));
         Ok(blob)
+    }
+}
+
+/// The agent loop's journal: events appended (scrubbed, folded, observed) as the engine's own,
+/// blobs stored scrubbed.
+struct EngineJournal<'e, 'a> {
+    engine: &'e mut Engine<'a>,
+    step: StepName,
+    /// Why appending stopped (an observer stopped the run, or the store failed): the step ends
+    /// with it, as if the process died there.
+    stopped: Option<Failure>,
+}
+
+impl cordon_agent::Journal for EngineJournal<'_, '_> {
+    fn event(&mut self, event: Event) -> Result<(), cordon_agent::JournalError> {
+        if self.stopped.is_some() {
+            return Err(stopped_error());
+        }
+        match self.engine.append(Some(&self.step), event) {
+            Ok(_) => Ok(()),
+            Err(failure) => {
+                let err = match &failure {
+                    Failure::Stop => stopped_error(),
+                    Failure::Error(err) => cordon_agent::JournalError {
+                        message: err.to_string(),
+                        source: None,
+                    },
+                };
+                self.stopped = Some(failure);
+                Err(err)
+            }
+        }
+    }
+
+    fn blob(
+        &mut self,
+        bytes: &[u8],
+    ) -> Result<cordon_protocol::event::BlobId, cordon_agent::JournalError> {
+        let bytes = self.engine.cx.secrets.scrub_bytes(bytes);
+        self.engine
+            .cx
+            .store
+            .put_blob(self.engine.cx.run, &bytes)
+            .map_err(|err| cordon_agent::JournalError {
+                message: err.to_string(),
+                source: Some(Box::new(err)),
+            })
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        self.engine.cx.secrets.scrub(text)
+    }
+}
+
+fn stopped_error() -> cordon_agent::JournalError {
+    cordon_agent::JournalError {
+        message: "the run was stopped".to_owned(),
+        source: None,
     }
 }
 

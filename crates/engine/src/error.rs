@@ -17,9 +17,10 @@ pub enum EngineError {
     /// A required sandbox layer is missing (exit 3).
     #[error("{0}")]
     Refused(String),
-    /// The agent driver gave up (a provider kept failing): the run stops, resumable (exit 1).
-    #[error("the agent stopped the run: {0}; fix the cause and resume the run")]
-    Agent(String),
+    /// An agent step could not run or finish (a missing key, a provider that kept failing, a
+    /// refused layer): the run stops, resumable; the exit class is the error's own.
+    #[error(transparent)]
+    Agent(#[from] crate::agent_step::AgentStepError),
     #[error("the sandbox failed: {0}")]
     Sandbox(String),
     #[error("cannot {action} `{path}`")]
@@ -48,8 +49,8 @@ impl EngineError {
             EngineError::Unsupported(_) | EngineError::Secrets(_) => ErrorClass::Usage,
             EngineError::Host(err) if err.is_usage() => ErrorClass::Usage,
             EngineError::Refused(_) => ErrorClass::Layer,
+            EngineError::Agent(err) => err.class(),
             EngineError::Host(_)
-            | EngineError::Agent(_)
             | EngineError::Store(_)
             | EngineError::Sandbox(_)
             | EngineError::Workspace { .. } => ErrorClass::Runtime,

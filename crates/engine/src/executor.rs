@@ -1,5 +1,6 @@
 //! The seam between the engine and the sandbox: open a session for a step attempt (or a setup
-//! hook), run commands in it with streamed output, close it. [`sandbox::SandboxExecutor`] is the
+//! hook) with its egress proxy when it has a network, run commands in it with streamed output,
+//! collect the proxy's audit events, close it. [`sandbox::SandboxExecutor`] is the
 //! real implementation over `cordon-sandbox`; tests use a scripted fake.
 
 pub mod sandbox;
@@ -23,9 +24,10 @@ pub struct SessionSpec {
     pub step: StepName,
     pub attempt: Attempt,
     pub purpose: Purpose,
-    /// The network in words, as logged; only `none` reaches an executor (preflight refuses the
-    /// others until the egress proxy exists).
-    pub network: String,
+    /// The session's network (logged in words): anything but `none` gets its egress proxy.
+    pub network: cordon_pipeline::Network,
+    /// The run's grants (`policy.grant` patterns) when the network takes them, else empty.
+    pub grants: Vec<String>,
     /// Declared variables and injected secrets.
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
@@ -69,6 +71,11 @@ pub trait StepSession {
         argv: &[String],
         on_output: &mut dyn FnMut(OutputStream, &[u8]),
     ) -> Result<CommandResult, ExecError>;
+    /// Events the session produces on its own (the egress proxy's audit records), for the
+    /// engine to append; `None` when it produces none.
+    fn side_events(&self) -> Option<crate::egress::SideEvents> {
+        None
+    }
     /// Ends the session and everything in it.
     fn close(self: Box<Self>);
 }

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod agent_step;
+pub mod egress;
 mod engine;
 mod error;
 pub mod executor;
@@ -20,13 +21,12 @@ pub mod schedule;
 mod secrets;
 mod setup;
 mod state;
-pub mod verdict;
 
-pub use agent::{AgentDriver, AgentEnd, AgentTask};
+pub use agent::{AgentDriver, AgentTask, AgentVerdict};
 pub use engine::{Control, Ending, Engine, Observer, RunContext};
 pub use error::{EngineError, ErrorClass};
 pub use executor::{CommandResult, Executor, SessionSpec, StepSession};
-pub use preflight::{Agents, preflight};
+pub use preflight::preflight;
 pub use schedule::Action;
 pub use secrets::{Secrets, SecretsError};
 pub use setup::stamp;

@@ -75,6 +75,8 @@ pub struct RunState {
     pub commit: Option<String>,
     /// `tool.call`s without a `tool.result` yet: (step, call id).
     pub open_tool_calls: Vec<(StepName, String)>,
+    /// Every pattern granted by `request_egress` (`policy.grant`), in order, once each.
+    pub grants: Vec<String>,
     pub last_seq: u64,
     tail: String,
 }
@@ -97,6 +99,7 @@ impl Default for RunState {
             setups: BTreeSet::new(),
             commit: None,
             open_tool_calls: Vec::new(),
+            grants: Vec::new(),
             last_seq: 0,
             tail: String::new(),
         }
@@ -258,13 +261,17 @@ impl RunState {
                 self.open_tool_calls
                     .retain(|(s, open)| !(open == id && step.as_ref() == Some(s)));
             }
+            Event::PolicyGrant { domain, .. } => {
+                if !self.grants.contains(domain) {
+                    self.grants.push(domain.clone());
+                }
+            }
             Event::SetupRan { .. }
             | Event::SandboxSession { .. }
             | Event::SandboxExec { .. }
             | Event::EgressAllow(_)
             | Event::EgressDeny(_)
             | Event::EgressClose(_)
-            | Event::PolicyGrant { .. }
             | Event::PolicyRefuse { .. }
             | Event::LlmRequest { .. }
             | Event::LlmResponse { .. }

@@ -1,5 +1,7 @@
 //! `cordon exec`: run one command in a fresh sandbox session, passing its stdin, stdout, stderr
-//! and exit status through. cordon's own messages go to stderr prefixed `cordon: `; it never
+//! and exit status through. With `--allow` (an allowlist) or `--net open` the session gets its own
+//! egress proxy at `127.0.0.1:3128` inside its network namespace, under the same policy options
+//! as `cordon proxy` (`--deny`, `--resolve`, `--allow-private`, `--policy`, `--audit`). cordon's own messages go to stderr prefixed `cordon: `; it never
 //! writes to stdout itself. Exit codes (DESIGN Appendix A): the command's own status; 124 timeout;
 //! 125 cordon failed or refused (nothing ran, e.g. a requested cap cannot be enforced); 126 not
 //! executable; 127 not found; 128+N signal N (137 also for an OOM kill, with a message).
@@ -9,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use cordon_egress::Mode;
+use cordon_egress::proxy::Identity;
 use cordon_sandbox::cgroup::{self, Caps};
 use cordon_sandbox::{
     ExecRequest, ExitStatus, InitProgram, Network, Session, SessionConfig, Stdin, Stream, Workspace,
@@ -25,10 +29,15 @@ pub struct Args {
     /// [default: the current directory]
     #[arg(short = 'w', long = "workspace", value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// Network: `none` gives the sandbox only its own loopback (`open` arrives with the egress
-    /// proxy)
+    /// Network: `none` gives the sandbox only its own loopback; `open` lets it reach every public
+    /// name and port through its egress proxy. Any `--allow` means an allowlist instead
     #[arg(long = "net", value_name = "MODE", default_value = "none")]
     net: String,
+    #[command(flatten)]
+    egress: super::proxy::PolicyArgs,
+    /// Append one JSON line per egress decision and per tunnel close to FILE (created 0600)
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
     /// Kill the command and everything it started after SECS seconds (exit 124)
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
@@ -64,13 +73,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn execute(args: Args) -> anyhow::Result<ExitCode> {
-    let network = match args.net.as_str() {
-        "none" => Network::None,
-        "open" => anyhow::bail!(
-            "`--net open` arrives with the egress proxy; use `--net none` (the default) for now"
+    // The session always has its own network namespace; the proxy inside it is the only way out.
+    let mode = match (args.net.as_str(), args.egress.allow.is_empty()) {
+        ("none", true) => None,
+        ("none", false) => Some(Mode::Allowlist),
+        ("open", true) => Some(Mode::Open),
+        ("open", false) => anyhow::bail!(
+            "`--net open` already allows every name and port; drop `--allow`, or drop `--net open` \
+             to allow only the `--allow` patterns"
         ),
-        other => anyhow::bail!("`--net {other}` is not a network mode; use `--net none`"),
+        (other, _) => {
+            anyhow::bail!("`--net {other}` is not a network mode; use `--net none` or `--net open`")
+        }
     };
+    // The options and the operator policy are checked even for an offline session, so a typo is
+    // an error rather than a silently ignored flag.
+    let built = args
+        .egress
+        .build(mode.unwrap_or(Mode::Allowlist))
+        .map_err(|problems| anyhow::anyhow!("{problems}"))?;
+    let egress = match mode {
+        None => None,
+        Some(_) => Some((
+            built,
+            super::proxy::audit_sink(args.audit.as_deref()).map_err(|p| anyhow::anyhow!("{p}"))?,
+        )),
+    };
+    let network = Network::None;
     let timeout = match args.timeout {
         Some(0) => {
             anyhow::bail!("`--timeout 0` would kill the command at once; give at least 1 second")
@@ -101,8 +130,45 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
     config.network = network;
     config.read_only = args.read_only;
     config.mask = private_paths();
+    if let Some(file) = &args.egress.policy {
+        // The operator policy is never inside the workspace, where the command could change
+        // it, and never visible in the sandbox.
+        let absolute = std::path::absolute(file)?;
+        let resolved = absolute.canonicalize().unwrap_or(absolute);
+        if resolved.starts_with(config.workspace.path()) {
+            anyhow::bail!(
+                "the operator policy file {} is inside the workspace {}, where the sandboxed \
+                 command can change it; move it outside the workspace",
+                file.display(),
+                config.workspace.path().display()
+            );
+        }
+        config.mask.push(resolved);
+    }
     config.caps = caps;
+    // The proxy's runtime exists before the session does (see `SessionProxy::runtime`).
+    let egress = match egress {
+        None => None,
+        Some((built, audit)) => Some((built, audit, super::proxy::SessionProxy::runtime()?)),
+    };
     let mut session = Session::open(config)?;
+    let proxy = match egress {
+        None => None,
+        Some((built, audit, runtime)) => {
+            let identity = Identity {
+                listener: "exec".to_owned(),
+                step: None,
+                attempt: None,
+            };
+            Some(super::proxy::SessionProxy::start(
+                runtime,
+                session.listen_proxy()?,
+                built,
+                audit,
+                identity,
+            )?)
+        }
+    };
 
     let mut request = ExecRequest::new(args.command.clone());
     request.env = env;
@@ -122,6 +188,9 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
         };
     })?;
     session.close();
+    if let Some(proxy) = proxy {
+        proxy.stop();
+    }
 
     let program = &args.command[0];
     if let Some(message) = &outcome.oom {

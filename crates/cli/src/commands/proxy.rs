@@ -3,14 +3,15 @@
 //! Prints `listening <ADDR>` (the bound address, so `:0` works) and serves until SIGINT/SIGTERM.
 
 use std::io::Write;
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
 use cordon_egress::proxy::{
-    AuditSink, Identity, JsonLinesSink, Limits, NoAudit, Proxy, ProxyConfig, Shutdown,
+    AuditSink, Identity, JsonLinesSink, Limits, ListenerHandle, NoAudit, Proxy, ProxyConfig,
+    Shutdown,
 };
 use cordon_egress::{
     Cidr, Mode, Pattern, PatternList, Policy, PolicySpec, StaticResolver, SystemResolver,
@@ -158,18 +159,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(USAGE_EXIT));
         }
     };
-    let audit: Arc<dyn AuditSink> = match &args.audit {
-        None => Arc::new(NoAudit),
-        Some(path) => match JsonLinesSink::open(path) {
-            Ok(sink) => Arc::new(sink),
-            Err(e) => {
-                eprintln!(
-                    "cordon: the audit file {} cannot be opened: {e}; pass a writable path to `--audit`",
-                    path.display()
-                );
-                return Ok(ExitCode::from(USAGE_EXIT));
-            }
-        },
+    let audit = match audit_sink(args.audit.as_deref()) {
+        Ok(audit) => audit,
+        Err(problem) => {
+            eprintln!("cordon: {problem}");
+            return Ok(ExitCode::from(USAGE_EXIT));
+        }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -217,4 +212,109 @@ async fn serve(
         _ = terminate.recv() => { shutdown.trigger(); served.await?; }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens the audit sink for `--audit FILE` (none without it).
+pub fn audit_sink(path: Option<&Path>) -> Result<Arc<dyn AuditSink>, String> {
+    match path {
+        None => Ok(Arc::new(NoAudit)),
+        Some(path) => JsonLinesSink::open(path)
+            .map(|sink| Arc::new(sink) as Arc<dyn AuditSink>)
+            .map_err(|e| {
+                format!(
+                    "the audit file {} cannot be opened: {e}; pass a writable path to `--audit`",
+                    path.display()
+                )
+            }),
+    }
+}
+
+/// The egress proxy of one sandbox session (`cordon exec --allow …` / `--net open`): a small
+/// runtime of its own serving the listener the session created inside its network namespace
+/// (`Session::listen_proxy`). Stop it after the session's last command.
+pub struct SessionProxy {
+    runtime: tokio::runtime::Runtime,
+    handle: ListenerHandle,
+}
+
+impl SessionProxy {
+    /// The runtime a session's proxy is served on. Start it before opening the session: a host
+    /// process with threads gets an exec'd init, whose network namespace an unprivileged host
+    /// may join to create the proxy's listener there (a single-threaded host gets an in-process,
+    /// non-dumpable init that only a privileged host may join).
+    pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("cordon-egress")
+            .enable_all()
+            .build()
+            .context("starting the egress proxy runtime")
+    }
+
+    /// Serves `listener` on `runtime` with the policy `built` describes, auditing to `audit`,
+    /// under `identity`. Names the policy does not answer statically go to the system resolver.
+    pub fn start(
+        runtime: tokio::runtime::Runtime,
+        listener: TcpListener,
+        built: Built,
+        audit: Arc<dyn AuditSink>,
+        identity: Identity,
+    ) -> anyhow::Result<SessionProxy> {
+        let proxy = Proxy::new(ProxyConfig {
+            policy: Arc::new(Policy::new(built.spec)),
+            resolver: Arc::new(built.resolve.or(SystemResolver::default())),
+            audit,
+            limits: Limits::default(),
+        });
+        let handle = proxy
+            .spawn(runtime.handle(), listener, identity)
+            .context("serving the session's egress proxy")?;
+        Ok(SessionProxy { runtime, handle })
+    }
+
+    /// Stops accepting, lets open connections finish for the grace period, and closes every
+    /// socket the proxy held.
+    pub fn stop(self) {
+        let _ = self.runtime.block_on(self.handle.stop());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    /// A session hands over a listener; here a loopback one stands in for it.
+    #[test]
+    fn a_session_proxy_serves_the_handed_over_listener_until_stopped() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address");
+        let args = PolicyArgs {
+            allow: vec!["allowed.test".to_owned()],
+            policy: Some(PathBuf::from("/dev/null")),
+            ..PolicyArgs::default()
+        };
+        let built = args.build(Mode::Allowlist).expect("policy");
+        let identity = Identity {
+            listener: "exec".to_owned(),
+            step: None,
+            attempt: None,
+        };
+        let runtime = SessionProxy::runtime().expect("runtime");
+        let egress = SessionProxy::start(runtime, listener, built, Arc::new(NoAudit), identity)
+            .expect("start the session proxy");
+        let mut client = std::net::TcpStream::connect(address).expect("connect");
+        client
+            .write_all(b"CONNECT denied.test:443 HTTP/1.1\r\n\r\n")
+            .expect("send");
+        let mut response = String::new();
+        client.read_to_string(&mut response).expect("read");
+        assert!(
+            response.starts_with("HTTP/1.1 403 Forbidden\r\nX-Cordon-Reason: not_allowed\r\n"),
+            "{response}"
+        );
+        egress.stop();
+        assert!(std::net::TcpStream::connect(address).is_err());
+    }
 }

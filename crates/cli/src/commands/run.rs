@@ -2,7 +2,6 @@
 //! `--dry-run` prints the resolved plan.
 
 mod execute;
-mod progress;
 
 use std::fmt::Write as _;
 use std::num::NonZeroU32;
@@ -44,6 +43,21 @@ pub struct Args {
     /// Print the run's events as JSON lines on stdout
     #[arg(long)]
     json: bool,
+    /// Serve no live page for the run
+    #[arg(long, conflicts_with = "ui")]
+    no_ui: bool,
+    /// Where the run's live page listens, a loopback address [default: 127.0.0.1:8321, or the
+    /// next free port]
+    #[arg(long, value_name = "ADDR", value_parser = super::ui::loopback_addr)]
+    ui: Option<std::net::SocketAddr>,
+    /// The operator policy file, outside the workspace [default: $XDG_CONFIG_HOME/cordon/policy.toml
+    /// or ~/.config/cordon/policy.toml, if it exists]
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Write every model turn of the run to FILE as a replay transcript (JSON Lines with
+    /// `step`/`attempt` selectors), to replay it offline with `llm: {provider: replay}`
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

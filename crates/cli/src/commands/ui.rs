@@ -34,7 +34,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let (addr, if_busy) = match args.addr.as_deref().map(parse_addr) {
+    let (addr, if_busy) = match args.addr.as_deref().map(|a| parse_addr("--addr", a)) {
         None => (serve::DEFAULT_ADDR, IfBusy::TryNext),
         Some(Ok(addr)) => (addr, IfBusy::Fail),
         Some(Err(message)) => {
@@ -59,9 +59,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `cordon run --ui ADDR` as a clap value parser.
+pub fn loopback_addr(text: &str) -> Result<SocketAddr, String> {
+    parse_addr("--ui", text)
+}
+
 /// `127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`; anything that is not loopback is refused
 /// (the page would otherwise be one token away from everyone on the network).
-fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+fn parse_addr(flag: &str, text: &str) -> Result<SocketAddr, String> {
     let addr = match text.strip_prefix("localhost:") {
         Some(port) => port
             .parse::<u16>()
@@ -69,30 +74,24 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
             .ok(),
         None => text.parse::<SocketAddr>().ok(),
     };
-    let addr = addr.ok_or_else(|| format!("--addr `{text}` is not an address like 127.0.0.1:8321; pass a loopback address and port"))?;
+    let addr = addr.ok_or_else(|| format!("{flag} `{text}` is not an address like 127.0.0.1:8321; pass a loopback address and port"))?;
     if !addr.ip().is_loopback() {
         return Err(format!(
-            "--addr `{text}` is not a loopback address; the UI serves only 127.0.0.1, localhost or [::1] (reach it from elsewhere through an SSH tunnel)"
+            "{flag} `{text}` is not a loopback address; the UI serves only 127.0.0.1, localhost or [::1] (reach it from elsewhere through an SSH tunnel)"
         ));
     }
     Ok(addr)
 }
 
 /// The page `cordon run` serves for its own run.
-#[expect(
-    dead_code,
-    reason = "called by `cordon run` unless --no-ui; unused until run.rs calls it (issue 9 report)"
-)]
 pub struct RunUi {
     /// The run page's address with its token; Appendix A's line 2 is `ui <url>` on stderr.
     pub url: String,
+    /// The address it listens on (never an egress destination).
+    pub addr: SocketAddr,
     server: serve::Background,
 }
 
-#[expect(
-    dead_code,
-    reason = "called by `cordon run` unless --no-ui; unused until run.rs calls it (issue 9 report)"
-)]
 impl RunUi {
     /// Call when the run has ended, right before exiting: open pages get the final events and
     /// switch to saying "browse it with `cordon ui`" (waits at most two seconds).
@@ -103,10 +102,6 @@ impl RunUi {
 
 /// Serves the run's page while the run lasts: binds (the default address, or `addr`) and
 /// serves from a background thread. The caller prints `ui {url}` as line 2 on stderr.
-#[expect(
-    dead_code,
-    reason = "called by `cordon run` unless --no-ui; unused until run.rs calls it (issue 9 report)"
-)]
 pub fn serve_run(
     state_dir: &StateDir,
     run: RunId,
@@ -127,6 +122,7 @@ pub fn serve_run(
     let server = serve::serve_in_background(listener, state)?;
     Ok(RunUi {
         url: serve::url(bound, &format!("/runs/{run}"), &token),
+        addr: bound,
         server,
     })
 }
@@ -204,7 +200,7 @@ mod tests {
     use super::*;
 
     fn check(text: &str, expected: Result<&str, &str>) {
-        let got = parse_addr(text).map(|a| a.to_string());
+        let got = parse_addr("--addr", text).map(|a| a.to_string());
         let expected = expected
             .map(str::to_owned)
             .map_err(|needle| needle.to_owned());

@@ -4,7 +4,7 @@ use cordon_protocol::event::{Outcome, OutputStream, Timestamp, Verdict};
 use cordon_protocol::{Attempt, Event, Record, RunId, StepName};
 use cordon_web::{Edge, Graph, GraphStep, RunView};
 
-use super::{duration, live_lines, plain_line, summary};
+use super::{duration, live_lines, notice, plain_line, summary};
 
 const T0: u64 = 1_769_860_800_000;
 
@@ -230,4 +230,58 @@ fn durations_read_naturally() {
     ] {
         assert_eq!(duration(ms), text, "{ms}");
     }
+}
+
+#[test]
+fn a_failure_without_a_reason_shows_its_exit_status() {
+    let mut records = history()[..5].to_vec();
+    records.push(record(
+        6,
+        1_500,
+        Some("test"),
+        Event::StepFinished {
+            attempt: Attempt::FIRST,
+            verdict: Verdict::Fail,
+            exit_code: Some(3),
+            reason: None,
+            diff: None,
+        },
+    ));
+    let v = view(&records, true);
+    assert_eq!(
+        plain_line(&v, &records[5]).as_deref(),
+        Some("test  failed   attempt 1  0.2s  exit 3")
+    );
+}
+
+#[test]
+fn setup_hooks_commits_and_errors_are_notices() {
+    let v = view(&history(), true);
+    let notices: Vec<String> = [
+        Event::SetupRan {
+            stamp: "s".into(),
+            exit_code: 0,
+            duration_ms: 5,
+        },
+        Event::SetupCached { stamp: "s".into() },
+        Event::CommitCreated {
+            sha: "abc123".into(),
+        },
+        Event::Error {
+            message: "the diff could not be taken\ndetail".into(),
+        },
+        Event::StepStarted {
+            attempt: Attempt::FIRST,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    .filter_map(|(i, event)| notice(&v, &record(20 + i as u64, 0, Some("test"), event)))
+    .collect();
+    insta::assert_snapshot!(notices.join("\n"), @r"
+    test  setup ran (exit 0)
+    test  setup up to date
+    test  committed abc123
+    cordon: the diff could not be taken
+    ");
 }

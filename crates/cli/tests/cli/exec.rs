@@ -84,13 +84,13 @@ fn usage_errors_exit_125_and_name_the_fix() {
     let rows: [(&Path, &[&str], &str); 5] = [
         (
             ws.path(),
-            &["--net", "open"],
-            "cordon: `--net open` arrives with the egress proxy; use `--net none` (the default) for now\n",
+            &["--net", "wide"],
+            "cordon: `--net wide` is not a network mode; use `--net none` or `--net open`\n",
         ),
         (
             ws.path(),
-            &["--net", "wide"],
-            "cordon: `--net wide` is not a network mode; use `--net none`\n",
+            &["--net", "open", "--allow", "example.com"],
+            "cordon: `--net open` already allows every name and port; drop `--allow`",
         ),
         (
             ws.path(),

@@ -1,15 +1,19 @@
 //! End-to-end tests of the `cordon` binary: one test binary, one module per command.
 
 mod agent;
+mod agent_run;
 mod doctor;
 mod escape;
 mod exec;
+mod exec_egress;
 mod help;
 mod init;
 mod logs;
 mod proxy;
 mod run;
 mod run_dry_run;
+mod run_egress;
+mod run_ui;
 mod runs;
 mod support;
 mod ui;

@@ -231,13 +231,3 @@ fn dry_run_of_an_invalid_pipeline_prints_its_problems_and_exits_2() {
     );
     insta::assert_snapshot!(out);
 }
-
-#[test]
-fn run_refuses_agent_steps_until_the_agent_driver_exists() {
-    let dir = workspace();
-    let out = transcript(
-        cordon().arg("run").arg(dir.path().join("ci/pipeline.yaml")),
-        dir.path(),
-    );
-    insta::assert_snapshot!(out);
-}

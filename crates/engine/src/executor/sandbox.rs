@@ -1,6 +1,8 @@
-//! The real executor: one `cordon_sandbox::Session` per step attempt or setup hook.
+//! The real executor: one `cordon_sandbox::Session` per step attempt or setup hook, with its
+//! egress proxy listener when its network is an allowlist or `open`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use cordon_protocol::event::OutputStream;
 use cordon_sandbox::mounts::GitMutations;
@@ -9,12 +11,15 @@ use cordon_sandbox::{
 };
 
 use super::{CommandResult, ExecError, Executor, SessionSpec, StepSession};
+use crate::egress::{Egress, SessionEgress, SideEvents};
 
 /// Opens sandbox sessions on the workspace, masking `mask` (state dir, policy file) everywhere.
 pub struct SandboxExecutor {
     workspace: Workspace,
     init: InitProgram,
     mask: Vec<PathBuf>,
+    /// Serves networked sessions' proxies; without it a networked session is refused.
+    egress: Option<Arc<Egress>>,
 }
 
 impl SandboxExecutor {
@@ -23,7 +28,14 @@ impl SandboxExecutor {
             workspace,
             init,
             mask,
+            egress: None,
         }
+    }
+
+    /// Serves the proxy of every session whose network is not `none` through `egress`.
+    pub fn with_egress(mut self, egress: Arc<Egress>) -> SandboxExecutor {
+        self.egress = Some(egress);
+        self
     }
 }
 
@@ -60,11 +72,35 @@ impl Executor for SandboxExecutor {
         } else {
             GitMutations::Deny
         };
-        let session = Session::open(config).map_err(convert)?;
+        // A networked session is never run without its proxy (silently offline), nor with the
+        // host's network: its own namespace, and the proxy as the only way out.
+        let offline = matches!(spec.network, cordon_pipeline::Network::None);
+        let policy = match (&self.egress, offline) {
+            (_, true) => None,
+            (Some(egress), false) => egress.policy(&spec.network, &spec.grants),
+            (None, false) => {
+                return Err(ExecError::Failed(format!(
+                    "`{}` needs the egress proxy, which this executor has not been given",
+                    spec.network
+                )));
+            }
+        };
+        let mut session = Session::open(config).map_err(convert)?;
+        let egress = match (policy, &self.egress) {
+            (Some((policy, refused)), Some(egress)) => {
+                let listener = session.listen_proxy().map_err(convert)?;
+                let served = egress.serve(listener, policy, spec, refused).map_err(|e| {
+                    ExecError::Failed(format!("the session's egress proxy cannot start: {e}"))
+                })?;
+                Some(served)
+            }
+            _ => None,
+        };
         Ok(Box::new(Live {
             session,
             env: spec.env.clone(),
             timeout: spec.timeout,
+            egress,
         }))
     }
 }
@@ -73,6 +109,7 @@ struct Live {
     session: Session,
     env: Vec<(String, String)>,
     timeout: Option<std::time::Duration>,
+    egress: Option<SessionEgress>,
 }
 
 impl StepSession for Live {
@@ -103,7 +140,18 @@ impl StepSession for Live {
         })
     }
 
+    fn side_events(&self) -> Option<SideEvents> {
+        self.egress.as_ref().map(SessionEgress::events)
+    }
+
     fn close(self: Box<Self>) {
-        self.session.close();
+        let Live {
+            session, egress, ..
+        } = *self;
+        // The processes first, so no connection is left for the listener to wait for.
+        session.close();
+        if let Some(egress) = egress {
+            egress.stop();
+        }
     }
 }

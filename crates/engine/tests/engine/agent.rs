@@ -1,14 +1,24 @@
-//! Agent steps through the `AgentDriver` seam, with a scripted driver: verdicts from the
-//! artifact, feedback handed to the next attempt, events logged through the engine.
+//! Agent steps through the `AgentDriver` seam, with a scripted driver: verdicts routed,
+//! artifacts and failures handed to the next attempt as feedback, events logged through the
+//! engine's journal, open tool calls answered on resume.
 
-use cordon_engine::agent::Interrupted;
-use cordon_engine::{AgentDriver, AgentEnd, AgentTask, Control, Engine, RunContext, StepSession};
+use cordon_agent::{Journal, JournalError};
+use cordon_engine::agent_step::AgentStepError;
+use cordon_engine::{
+    AgentDriver, AgentTask, AgentVerdict, Control, Engine, RunContext, StepSession,
+};
 use cordon_protocol::Event;
 use cordon_protocol::event::Outcome;
 
 use crate::harness::Harness;
 
-/// Writes `review.md` with the verdict of its attempt and records the feedback it was given.
+/// A journal error as the driver's own error (the engine already knows why it stopped).
+fn journal_error(err: JournalError) -> AgentStepError {
+    AgentStepError::Journal(err)
+}
+
+/// Writes `review.md` with the verdict of its attempt, fails the first attempt as a reviewer
+/// would, and records the feedback it was given.
 struct Reviewer {
     workspace: std::path::PathBuf,
     seen_feedback: Vec<usize>,
@@ -19,27 +29,30 @@ impl AgentDriver for Reviewer {
         &mut self,
         task: &AgentTask<'_>,
         _session: &mut dyn StepSession,
-        log: &mut dyn FnMut(Event) -> Result<(), Interrupted>,
-    ) -> Result<AgentEnd, String> {
+        journal: &mut dyn Journal,
+    ) -> Result<AgentVerdict, AgentStepError> {
         self.seen_feedback.push(task.feedback.len());
         let verdict = if task.attempt.get() == 1 {
             "NEEDS CHANGES"
         } else {
             "APPROVED"
         };
-        log(Event::ToolCall {
-            id: "1".into(),
-            name: "write_file".into(),
-            arguments: serde_json::json!({"path": "review.md"}),
-        })
-        .map_err(|_| "interrupted".to_owned())?;
+        journal
+            .event(Event::ToolCall {
+                id: "1".into(),
+                name: "write_file".into(),
+                arguments: serde_json::json!({"path": "review.md"}),
+            })
+            .map_err(journal_error)?;
         std::fs::write(
             self.workspace.join("review.md"),
             format!("notes\nVERDICT: {verdict}\n"),
         )
-        .map_err(|e| e.to_string())?;
-        Ok(AgentEnd::Finished {
-            final_message: "done".into(),
+        .expect("write review.md");
+        Ok(if task.attempt.get() == 1 {
+            AgentVerdict::fail("`review.md` says `VERDICT: NEEDS CHANGES`")
+        } else {
+            AgentVerdict::pass()
         })
     }
 }
@@ -57,11 +70,6 @@ fn an_agent_verdict_from_its_artifact_routes_and_its_feedback_reaches_the_next_a
         cordon_pipeline::load_str("pipeline.yaml", yaml, std::path::Path::new(""), &files)
             .expect("valid")
             .pipeline;
-    assert!(cordon_engine::preflight(&pipeline, cordon_engine::Agents::Available).is_ok());
-    assert!(
-        cordon_engine::preflight(&pipeline, cordon_engine::Agents::Unavailable).is_err(),
-        "refused without a driver"
-    );
     let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
     h.pipeline = pipeline;
     let mut driver = Reviewer {
@@ -121,24 +129,24 @@ impl AgentDriver for Caller {
         &mut self,
         _task: &AgentTask<'_>,
         _session: &mut dyn StepSession,
-        log: &mut dyn FnMut(Event) -> Result<(), Interrupted>,
-    ) -> Result<AgentEnd, String> {
-        log(Event::ToolCall {
-            id: "call-1".into(),
-            name: "bash".into(),
-            arguments: serde_json::json!({"command": "make"}),
-        })
-        .map_err(|_| "interrupted".to_owned())?;
-        log(Event::ToolResult {
-            id: "call-1".into(),
-            ok: true,
-            interrupted: None,
-            output: "ok".into(),
-        })
-        .map_err(|_| "interrupted".to_owned())?;
-        Ok(AgentEnd::Finished {
-            final_message: "done".into(),
-        })
+        journal: &mut dyn Journal,
+    ) -> Result<AgentVerdict, AgentStepError> {
+        journal
+            .event(Event::ToolCall {
+                id: "call-1".into(),
+                name: "bash".into(),
+                arguments: serde_json::json!({"command": "make"}),
+            })
+            .map_err(journal_error)?;
+        journal
+            .event(Event::ToolResult {
+                id: "call-1".into(),
+                ok: true,
+                interrupted: None,
+                output: "ok".into(),
+            })
+            .map_err(journal_error)?;
+        Ok(AgentVerdict::pass())
     }
 }
 

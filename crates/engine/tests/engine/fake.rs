@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cordon_engine::egress::SideEvents;
 use cordon_engine::executor::{ExecError, Purpose};
 use cordon_engine::{CommandResult, Executor, SessionSpec, StepSession};
+use cordon_protocol::Event;
 use cordon_protocol::event::OutputStream;
 
 /// What one command does when run.
@@ -17,6 +19,8 @@ pub struct Behaviour {
     pub stderr: String,
     /// Files written into the workspace (relative path, content).
     pub writes: Vec<(String, String)>,
+    /// Events the session produces on its own while the command runs (egress audit records).
+    pub side: Vec<Event>,
 }
 
 /// One session the engine opened.
@@ -25,6 +29,7 @@ pub struct Opened {
     pub step: String,
     pub purpose: Purpose,
     pub env: Vec<(String, String)>,
+    pub network: cordon_pipeline::Network,
 }
 
 /// Commands are the last argv element (the `sh -c` text); `(command, attempt)` wins over
@@ -57,6 +62,7 @@ struct FakeSession {
     workspace: PathBuf,
     attempt: u32,
     script: BTreeMap<(String, u32), Behaviour>,
+    side: SideEvents,
 }
 
 impl Executor for FakeExecutor {
@@ -68,11 +74,13 @@ impl Executor for FakeExecutor {
             step: spec.step.to_string(),
             purpose: spec.purpose,
             env: spec.env.clone(),
+            network: spec.network.clone(),
         });
         Ok(Box::new(FakeSession {
             workspace: self.workspace.clone(),
             attempt: spec.attempt.get(),
             script: self.script.clone(),
+            side: SideEvents::default(),
         }))
     }
 }
@@ -97,6 +105,10 @@ impl StepSession for FakeSession {
             }
             std::fs::write(full, content).map_err(|e| ExecError::Failed(e.to_string()))?;
         }
+        self.side
+            .lock()
+            .expect("side events")
+            .extend(behaviour.side.iter().cloned());
         if !behaviour.stdout.is_empty() {
             on_output(OutputStream::Stdout, behaviour.stdout.as_bytes());
         }
@@ -108,6 +120,10 @@ impl StepSession for FakeSession {
             timed_out: false,
             duration: Duration::from_millis(1),
         })
+    }
+
+    fn side_events(&self) -> Option<SideEvents> {
+        Some(self.side.clone())
     }
 
     fn close(self: Box<Self>) {}

@@ -155,32 +155,90 @@ fn missing_and_short_secrets_are_refused_naming_ref_and_variable() {
 }
 
 #[test]
-fn agent_and_proxy_steps_are_refused_before_anything_runs() {
-    let check = |yaml: &str, expected: &str| {
-        let message = cordon_engine::preflight(&pipeline(yaml), cordon_engine::Agents::Unavailable)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(message.contains(expected), "{message}");
+fn networked_sessions_get_their_network_and_their_egress_events_join_the_step() {
+    let mut h = Harness::new(
+        "name: p\nsteps:\n  - {name: fetch, command: get, setup: prepare, setup_network: open, network: {allow: [example.com]}}\n",
+    );
+    let audit = |decision: &str| cordon_protocol::event::AuditRecord {
+        ts: "2026-01-31T12:00:00.000Z".into(),
+        listener: "l".into(),
+        step: Some("fetch".into()),
+        attempt: Some(1),
+        proto: "connect".into(),
+        raw_target: "example.com:443".into(),
+        host: Some("example.com".into()),
+        port: Some(443),
+        resolved: Vec::new(),
+        dialed: None,
+        decision: decision.into(),
+        reason: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
     };
-    check(
-        "name: p\nsteps:\n  - {name: a, command: a, network: open}\n",
-        "step `a` has `network: OPEN (every name and port)`, which needs the egress proxy; egress arrives with the proxy",
+    h.fake.on(
+        "get",
+        0,
+        Behaviour {
+            stdout: "fetched\n".into(),
+            side: vec![
+                Event::EgressAllow(audit("allow")),
+                Event::EgressDeny(audit("deny")),
+            ],
+            ..Default::default()
+        },
     );
-    check(
-        "name: p\nsteps:\n  - {name: a, command: a, network: {allow: [example.com]}}\n",
-        "egress arrives with the proxy",
+    assert_eq!(h.run_to_end(3), Outcome::Success);
+    let networks: Vec<String> = h
+        .fake
+        .opened
+        .iter()
+        .map(|o| format!("{:?} {}", o.purpose, o.network))
+        .collect();
+    assert_eq!(
+        networks,
+        [
+            "Setup OPEN (every name and port)",
+            "Step allow [example.com]"
+        ]
     );
-    check(
-        "name: p\nsteps:\n  - {name: a, command: a, setup: s, setup_network: {allow: [example.com]}}\n",
-        "the setup of step `a`",
+    let kinds: Vec<(String, Option<String>)> = h
+        .records()
+        .iter()
+        .filter(|r| r.event.kind().starts_with("egress.") || r.event.kind() == "step.output")
+        .map(|r| {
+            (
+                r.event.kind().to_owned(),
+                r.step.as_ref().map(ToString::to_string),
+            )
+        })
+        .collect();
+    let fetch = Some("fetch".to_owned());
+    assert_eq!(
+        kinds,
+        [
+            ("egress.allow".to_owned(), fetch.clone()),
+            ("egress.deny".to_owned(), fetch.clone()),
+            ("step.output".to_owned(), fetch),
+        ],
+        "the decisions come before the output that followed them"
+    );
+}
+
+#[test]
+fn a_model_lane_step_is_refused_before_anything_runs() {
+    let message = cordon_engine::preflight(&pipeline(
+        "name: p\nllm: {provider: openai, model: m}\nsteps:\n  - {name: a, command: a, model_lane: true}\n",
+    ))
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        message.starts_with("step `a` has `model_lane: true`"),
+        "{message}"
     );
     assert!(
-        cordon_engine::preflight(
-            &pipeline("name: p\nsteps:\n  - {name: a, command: a}\n"),
-            cordon_engine::Agents::Unavailable
-        )
-        .is_ok(),
+        cordon_engine::preflight(&pipeline("name: p\nsteps:\n  - {name: a, command: a}\n")).is_ok(),
         "control"
     );
 }

@@ -6,17 +6,27 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use std::io::Write as _;
+
+use std::sync::Arc;
+
+use cordon_engine::agent_step::LoopDriver;
+use cordon_engine::egress::{Egress, OperatorGrants};
 use cordon_engine::executor::sandbox::SandboxExecutor;
 use cordon_engine::host::{self, HostGit};
-use cordon_engine::{Ending, Engine, EngineError, ErrorClass, RunContext, RunState, Secrets};
+use cordon_engine::{
+    AgentDriver, Control, Ending, Engine, EngineError, ErrorClass, RunContext, RunState, Secrets,
+};
+use cordon_pipeline::policy::{self, OperatorPolicy, PolicyPath};
 use cordon_pipeline::{Action, Pipeline, StepKind};
 use cordon_protocol::event::{Outcome, Timestamp};
 use cordon_protocol::{Record, RunId};
 use cordon_sandbox::{InitProgram, Workspace};
 use cordon_store::{RunRow, StateDir, StateDirSource, Store};
 
-use super::progress::Progress;
 use super::{Args, workspace};
+use crate::commands::ui;
+use crate::progress::{Mode, Progress};
 
 const USAGE: u8 = 2;
 
@@ -116,8 +126,7 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
         eprintln!("{warning}");
     }
     let pipeline = loaded.pipeline;
-    cordon_engine::preflight(&pipeline, cordon_engine::Agents::Unavailable)
-        .map_err(|e| engine_exit(&e))?;
+    cordon_engine::preflight(&pipeline).map_err(|e| engine_exit(&e))?;
     refuse_missing_layers()?;
     let pipeline_file = std::path::absolute(pipeline_arg)
         .and_then(|p| p.canonicalize())
@@ -127,6 +136,7 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
     state_dir
         .refuse_inside(&workspace)
         .map_err(|e| store_exit(&e))?;
+    let operator = operator_policy(args, &workspace)?;
     let secrets = Secrets::resolve(&pipeline, &|key| std::env::var(key).ok())
         .map_err(|e| engine_exit(&EngineError::from(e)))?;
     let store = Store::open(&state_dir).map_err(|e| store_exit(&e))?;
@@ -158,8 +168,17 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
             ))
         })?;
     let _run_lock = store.lock_run(run).map_err(|e| store_exit(&e))?;
-    let snapshot = snapshot(&workspace, &tooling).map_err(Exit::usage)?;
-    let blob = store.put_blob(run, &snapshot).map_err(|e| store_exit(&e))?;
+    let files = snapshot(&workspace, &tooling).map_err(Exit::usage)?;
+    // Keys are read and the provider built before anything runs: a missing key is exit 2.
+    let mut agents = agent_driver(args, &pipeline, &pipeline_file, &workspace, &files)?;
+    if let Some(driver) = agents.as_mut() {
+        driver.set_grants(Box::new(OperatorGrants::new(&operator.policy)));
+    }
+    // The page listens before the run exists, so an address that cannot be bound leaves no run
+    // behind.
+    let page = serve_page(args, &state_dir, run, &pipeline)?;
+    let bytes = serde_json::to_vec(&files).map_err(|e| Exit(1, e.to_string()))?;
+    let blob = store.put_blob(run, &bytes).map_err(|e| store_exit(&e))?;
     store
         .create_run(&RunRow {
             id: run,
@@ -171,18 +190,84 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
         })
         .map_err(|e| store_exit(&e))?;
     let max_attempts = args.max_attempts.unwrap_or(pipeline.max_attempts).get();
-    let relative_tooling = tooling;
-    drive(
-        args,
-        &store,
+    let parts = Parts {
+        page,
+        operator,
+        store: &store,
         run,
-        &pipeline,
-        &workspace,
-        &host,
-        &secrets,
-        relative_tooling,
-        Start::Fresh(max_attempts),
-    )
+        pipeline: &pipeline,
+        workspace: &workspace,
+        host: &host,
+        secrets: &secrets,
+        tooling,
+        agents: agents.as_mut(),
+    };
+    drive(args, parts, Start::Fresh(max_attempts))
+}
+
+/// The run's live page, unless `--no-ui`. A `--ui ADDR` that cannot be bound is a usage error.
+fn serve_page(
+    args: &Args,
+    state_dir: &StateDir,
+    run: RunId,
+    pipeline: &Pipeline,
+) -> Result<Option<ui::RunUi>, Exit> {
+    if args.no_ui {
+        return Ok(None);
+    }
+    ui::serve_run(state_dir, run, pipeline, args.ui)
+        .map(Some)
+        .map_err(|err| {
+            let code = if args.ui.is_some() { USAGE } else { 1 };
+            Exit(
+                code,
+                format!(
+                    "the run's page cannot be served: {err:#}; pass another --ui ADDR, or --no-ui"
+                ),
+            )
+        })
+}
+
+/// The run's agent driver (`None` without agent steps), its files from the tooling snapshot
+/// (`files`: workspace-relative path → text).
+fn agent_driver(
+    args: &Args,
+    pipeline: &Pipeline,
+    pipeline_file: &Path,
+    workspace: &Path,
+    files: &BTreeMap<String, String>,
+) -> Result<Option<LoopDriver>, Exit> {
+    let base = pipeline_file
+        .parent()
+        .and_then(|p| p.strip_prefix(workspace).ok())
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    let lookup = |rel: &cordon_pipeline::RelPath| {
+        files
+            .get(&base.join(rel.as_path()).display().to_string())
+            .cloned()
+    };
+    // A resumed run adds to its recording; a fresh run starts a new one.
+    let resuming = args.resume.is_some() || args.resume_last;
+    let record: Option<Box<dyn std::io::Write + Send>> = match &args.record {
+        Some(path) => Some(Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(resuming)
+                .truncate(!resuming)
+                .open(path)
+                .map_err(|e| {
+                    Exit::usage(format!(
+                        "cannot open {} for --record: {e}; pass a writable file path",
+                        path.display()
+                    ))
+                })?,
+        )),
+        None => None,
+    };
+    LoopDriver::prepare(pipeline, &lookup, &|name| std::env::var_os(name), record)
+        .map_err(|e| engine_exit(&EngineError::Agent(e)))
 }
 
 enum Start {
@@ -190,26 +275,64 @@ enum Start {
     Resume(u32),
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the run's parts, assembled once by two callers"
-)]
-fn drive(
-    args: &Args,
-    store: &Store,
+/// The run's parts, assembled once by the fresh and the resume path.
+struct Parts<'a> {
+    /// The run's live page (`None` with `--no-ui`).
+    page: Option<ui::RunUi>,
+    operator: Operator,
+    store: &'a Store,
     run: RunId,
-    pipeline: &Pipeline,
-    workspace: &Path,
-    host: &HostGit,
-    secrets: &Secrets,
+    pipeline: &'a Pipeline,
+    workspace: &'a Path,
+    host: &'a HostGit,
+    secrets: &'a Secrets,
     tooling: Vec<String>,
-    start: Start,
-) -> Result<ExitCode, Exit> {
+    agents: Option<&'a mut LoopDriver>,
+}
+
+fn drive(args: &Args, parts: Parts<'_>, start: Start) -> Result<ExitCode, Exit> {
+    let Parts {
+        page,
+        operator,
+        store,
+        run,
+        pipeline,
+        workspace,
+        host,
+        secrets,
+        tooling,
+        agents,
+    } = parts;
     let sandbox_workspace = Workspace::open(workspace).map_err(|e| Exit(1, error_chain(&e)))?;
     let init = InitProgram::current_exe().map_err(|e| Exit(1, error_chain(&e)))?;
-    let mut executor = SandboxExecutor::new(sandbox_workspace, init, private_paths(store.dir()));
-    let mut progress = Progress { json: args.json };
-    let mut observer = |record: &Record| progress.show(record);
+    let mut mask = vec![store.dir().to_path_buf()];
+    mask.extend(operator.path.clone());
+    let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask);
+    if needs_egress(pipeline) {
+        let listening = page.iter().map(|p| p.addr).collect();
+        let egress = Egress::new(run, &operator.policy, listening)
+            .map_err(|e| Exit(1, format!("cannot start the egress proxy's runtime: {e}")))?;
+        executor = executor.with_egress(Arc::new(egress));
+    }
+    let progress = Progress::new(
+        run,
+        &pipeline.name,
+        ui::graph(pipeline),
+        Mode::detect(args.json),
+    );
+    if let Start::Resume(_) = start {
+        progress.catch_up(&store.events(run).map_err(|e| store_exit(&e))?);
+    }
+    let json = args.json;
+    let mut observer = |record: &Record| {
+        if json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", record.to_json_line());
+            let _ = out.flush();
+        }
+        progress.record(record);
+        Control::Continue
+    };
     let cx = RunContext {
         store,
         run,
@@ -220,7 +343,7 @@ fn drive(
         secrets,
         refresh: args.refresh,
         tooling,
-        agents: None,
+        agents: agents.map(|driver| driver as &mut dyn AgentDriver),
     };
     let mut engine = Engine::new(cx, &mut observer).map_err(|e| engine_exit(&e))?;
     match start {
@@ -232,6 +355,9 @@ fn drive(
     // the id can be printed (after the handler is in place, so whoever reads it may signal).
     exit_on_signals(run);
     eprintln!("run {run}");
+    if let Some(page) = &page {
+        eprintln!("ui {}", page.url);
+    }
     if let Start::Resume(_) = start {
         match host.status_short() {
             Ok(status) if !status.is_empty() => {
@@ -241,7 +367,14 @@ fn drive(
             Err(err) => eprintln!("cordon: cannot list the workspace changes: {err}"),
         }
     }
-    match engine.drive().map_err(|e| engine_exit(&e))? {
+    progress.show();
+    let ending = engine.drive();
+    drop(engine);
+    progress.finish();
+    if let Some(page) = page {
+        page.finish();
+    }
+    match ending.map_err(|e| engine_exit(&e))? {
         Ending::Finished(Outcome::Success) => Ok(ExitCode::SUCCESS),
         Ending::Finished(Outcome::Failure) => Ok(ExitCode::from(1)),
         Ending::Stopped => Ok(ExitCode::from(1)),
@@ -289,7 +422,8 @@ fn resume(args: &Args, state_dir: &StateDir) -> Result<ExitCode, Exit> {
             )));
         }
     }
-    let pipeline = snapshot_pipeline(&store, &row)?;
+    let files = snapshot_files(&store, &row)?;
+    let pipeline = snapshot_pipeline(&row, &files)?;
     let records = store.events(run).map_err(|e| store_exit(&e))?;
     let state = RunState::replay(&records);
     // A run killed between its creation and `run.started` has no events: it starts afresh.
@@ -321,8 +455,7 @@ fn resume(args: &Args, state_dir: &StateDir) -> Result<ExitCode, Exit> {
                 row.workspace.display()
             ))
         })?;
-    cordon_engine::preflight(&pipeline, cordon_engine::Agents::Unavailable)
-        .map_err(|e| engine_exit(&e))?;
+    let operator = operator_policy(args, &row.workspace)?;
     let secrets = Secrets::resolve(&pipeline, &|key| std::env::var(key).ok())
         .map_err(|e| engine_exit(&EngineError::from(e)))?;
     let host = HostGit::open(
@@ -332,21 +465,29 @@ fn resume(args: &Args, state_dir: &StateDir) -> Result<ExitCode, Exit> {
     )
     .map_err(|e| engine_exit(&e.into()))?;
     let tooling = tooling_paths(&pipeline, &row.pipeline_file, &row.workspace);
-    drive(
-        args,
-        &store,
+    let mut agents = agent_driver(args, &pipeline, &row.pipeline_file, &row.workspace, &files)?;
+    if let Some(driver) = agents.as_mut() {
+        driver.set_grants(Box::new(OperatorGrants::new(&operator.policy)));
+    }
+    let page = serve_page(args, state_dir, run, &pipeline)?;
+    let parts = Parts {
+        page,
+        operator,
+        store: &store,
         run,
-        &pipeline,
-        &row.workspace,
-        &host,
-        &secrets,
+        pipeline: &pipeline,
+        workspace: &row.workspace,
+        host: &host,
+        secrets: &secrets,
         tooling,
-        if fresh {
-            Start::Fresh(max_attempts)
-        } else {
-            Start::Resume(max_attempts)
-        },
-    )
+        agents: agents.as_mut(),
+    };
+    let start = if fresh {
+        Start::Fresh(max_attempts)
+    } else {
+        Start::Resume(max_attempts)
+    };
+    drive(args, parts, start)
 }
 
 /// The run's private directory in the state dir (pinned git config, baseline, scratch index).
@@ -393,20 +534,21 @@ fn tooling_paths(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) ->
     relative
 }
 
-/// The tooling files' contents, as JSON `{path: text}`: the pipeline is read from this for the
-/// whole run (and on resume), never from the agent-writable workspace again.
-fn snapshot(workspace: &Path, tooling: &[String]) -> Result<Vec<u8>, String> {
+/// The tooling files' contents, `{workspace-relative path: text}`, stored as JSON: the pipeline,
+/// agent files, context files and transcript are read from this for the whole run (and on
+/// resume), never from the agent-writable workspace again.
+fn snapshot(workspace: &Path, tooling: &[String]) -> Result<BTreeMap<String, String>, String> {
     let mut files = BTreeMap::new();
     for path in tooling {
         let text = std::fs::read_to_string(workspace.join(path))
             .map_err(|e| format!("cannot read tooling file {path}: {e}"))?;
         files.insert(path.clone(), text);
     }
-    serde_json::to_vec(&files).map_err(|e| e.to_string())
+    Ok(files)
 }
 
-/// The pipeline as it was when the run started, from the stored snapshot.
-fn snapshot_pipeline(store: &Store, row: &RunRow) -> Result<Pipeline, Exit> {
+/// The run's stored tooling snapshot.
+fn snapshot_files(store: &Store, row: &RunRow) -> Result<BTreeMap<String, String>, Exit> {
     let bytes = row
         .snapshot
         .and_then(|id| store.blob(id).ok().flatten())
@@ -419,15 +561,19 @@ fn snapshot_pipeline(store: &Store, row: &RunRow) -> Result<Pipeline, Exit> {
                 ),
             )
         })?;
-    let files: BTreeMap<String, String> = serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_slice(&bytes).map_err(|e| {
         Exit(
             1,
             format!("the tooling snapshot of run {} is unreadable: {e}", row.id),
         )
-    })?;
+    })
+}
+
+/// The pipeline as it was when the run started, from its tooling snapshot.
+fn snapshot_pipeline(row: &RunRow, files: &BTreeMap<String, String>) -> Result<Pipeline, Exit> {
     let files: BTreeMap<PathBuf, String> = files
-        .into_iter()
-        .map(|(k, v)| (row.workspace.join(k), v))
+        .iter()
+        .map(|(k, v)| (row.workspace.join(k), v.clone()))
         .collect();
     cordon_pipeline::load(&row.pipeline_file, &files)
         .map(|l| l.pipeline)
@@ -444,19 +590,66 @@ fn snapshot_pipeline(store: &Store, row: &RunRow) -> Result<Pipeline, Exit> {
         })
 }
 
-/// Host paths no sandbox may see: the state directory and the operator policy file.
-fn private_paths(state: &Path) -> Vec<PathBuf> {
-    let env = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
+/// The operator policy (DESIGN §5) and the file it came from, masked in every sandbox.
+struct Operator {
+    policy: OperatorPolicy,
+    path: Option<PathBuf>,
+}
+
+/// Loads `--policy FILE`, else the default file if it exists. A policy file inside the
+/// workspace is refused: agents can edit the workspace, and pipelines never widen the policy.
+fn operator_policy(args: &Args, workspace: &Path) -> Result<Operator, Exit> {
+    let path = match &args.policy {
+        Some(file) => Some(PolicyPath::Given(file.clone())),
+        None => policy::default_path(
+            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+            std::env::var_os("HOME").as_deref(),
+        )
+        .map(PolicyPath::Default),
     };
-    let policy = env("XDG_CONFIG_HOME")
-        .map(|d| d.join("cordon/policy.toml"))
-        .or_else(|| env("HOME").map(|h| h.join(".config/cordon/policy.toml")));
-    [Some(state.to_path_buf()), policy]
-        .into_iter()
-        .flatten()
-        .filter(|p| p.is_absolute())
-        .collect()
+    let Some(path) = path else {
+        return Ok(Operator {
+            policy: OperatorPolicy::default(),
+            path: None,
+        });
+    };
+    let file = match &path {
+        PolicyPath::Given(file) | PolicyPath::Default(file) => file.clone(),
+    };
+    let absolute = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+    let resolved = absolute.canonicalize().unwrap_or_else(|_| absolute.clone());
+    if resolved.starts_with(workspace) || absolute.starts_with(workspace) {
+        return Err(Exit::usage(format!(
+            "the operator policy file {} is inside the workspace {}, where agents can change it; \
+             move it outside the workspace (for example to ~/.config/cordon/policy.toml)",
+            file.display(),
+            workspace.display()
+        )));
+    }
+    let policy = policy::load(&path, &cordon_pipeline::Disk).map_err(|diagnostics| {
+        let text: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        Exit::usage(format!(
+            "the operator policy is invalid; fix it:\n{}",
+            text.join("\n")
+        ))
+    })?;
+    Ok(Operator {
+        policy,
+        path: Some(resolved),
+    })
+}
+
+/// Whether any step or setup hook has a network, and so needs the egress proxy.
+fn needs_egress(pipeline: &Pipeline) -> bool {
+    let networked =
+        |network: &cordon_pipeline::Network| !matches!(network, cordon_pipeline::Network::None);
+    pipeline.steps.iter().any(|step| {
+        step.kind.sandbox().is_some_and(|sandbox| {
+            networked(&sandbox.network)
+                || sandbox
+                    .setup
+                    .as_ref()
+                    .is_some_and(|setup| networked(&setup.network))
+        })
+    })
 }

@@ -1,0 +1,195 @@
+//! `cordon exec` with egress (DESIGN §2, §5): `--allow` puts the session in allowlist mode behind
+//! its own proxy at `127.0.0.1:3128` inside the sandbox; `--resolve` and `--allow-private` let a
+//! test reach a loopback upstream by name; `--noproxy` and direct connections fail; `--audit`
+//! writes one JSON line per decision; `--net open` reaches the upstream only with
+//! `--allow-private` covering it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::Output;
+
+use crate::support::cordon;
+
+/// A loopback HTTP server answering every request with `hello from upstream`; returns its port.
+fn upstream() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let body = "hello from upstream\n";
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// `cordon exec` in a fresh workspace with an empty operator policy (so the machine's own file
+/// plays no part), `flags`, then `sh -c script`.
+fn exec(flags: &[&str], script: &str) -> (Output, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "").expect("write policy");
+    let out = cordon()
+        .arg("exec")
+        .arg("-w")
+        .arg(&ws)
+        .arg(format!("--policy={}", policy.display()))
+        .args(flags)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("cordon exec");
+    (out, dir)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn exec_reaches_an_allowed_name_through_its_proxy_and_nothing_else() {
+    let port = upstream();
+    let allow = format!("--allow=allowed.test:{port}");
+    let script = format!(
+        "curl -sS http://allowed.test:{port}/ok; \
+         curl -sS -o /dev/null -w '%{{http_code}} ' -D - http://denied.test:{port}/ | grep -i x-cordon-reason; \
+         curl -sS --noproxy '*' --max-time 5 http://allowed.test:{port}/ 2>/dev/null || echo noproxy-failed; \
+         curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:{port}/ 2>/dev/null || echo direct-failed"
+    );
+    let (out, _dir) = exec(
+        &[
+            &allow,
+            "--resolve=allowed.test=127.0.0.1",
+            "--resolve=denied.test=127.0.0.1",
+            "--allow-private=127.0.0.0/8",
+        ],
+        &script,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", text(&out.stderr));
+    assert!(stdout.starts_with("hello from upstream\n"), "{stdout}");
+    assert!(
+        stdout.contains("X-Cordon-Reason: not_allowed"),
+        "the denied name got the reason: {stdout}"
+    );
+    assert!(stdout.contains("noproxy-failed"), "{stdout}");
+    assert!(stdout.contains("direct-failed"), "{stdout}");
+}
+
+#[test]
+fn exec_audit_writes_a_line_per_decision_and_close() {
+    let port = upstream();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.jsonl");
+    let (out, _ws) = exec(
+        &[
+            &format!("--allow=allowed.test:{port}"),
+            "--resolve=allowed.test=127.0.0.1",
+            "--allow-private=127.0.0.0/8",
+            &format!("--audit={}", audit.display()),
+        ],
+        &format!(
+            "curl -sS http://allowed.test:{port}/ >/dev/null; curl -sS http://other.test/ >/dev/null; true"
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .expect("the audit file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let decisions: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["host"].as_str().unwrap_or_default().to_owned(),
+                l["decision"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        decisions.contains(&("allowed.test".to_owned(), "allow".to_owned())),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions.contains(&("other.test".to_owned(), "deny".to_owned())),
+        "{decisions:?}"
+    );
+    assert_eq!(lines[0]["listener"], "exec");
+}
+
+#[test]
+fn exec_net_open_reaches_loopback_only_when_allow_private_covers_it() {
+    let port = upstream();
+    let script = format!("curl -sS -D - http://named.test:{port}/ 2>&1; true");
+    let resolve = "--resolve=named.test=127.0.0.1";
+    let (refused, _a) = exec(&["--net", "open", resolve], &script);
+    assert_eq!(refused.status.code(), Some(0), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stdout).contains("X-Cordon-Reason: private_address"),
+        "{}",
+        text(&refused.stdout)
+    );
+    let (reached, _b) = exec(
+        &["--net", "open", resolve, "--allow-private=127.0.0.0/8"],
+        &script,
+    );
+    assert!(
+        text(&reached.stdout).contains("hello from upstream"),
+        "{}",
+        text(&reached.stdout)
+    );
+}
+
+#[test]
+fn exec_refuses_bad_egress_options_with_125() {
+    for (flags, needle) in [
+        (&["--allow=10.0.0.1"][..], "write an ip: rule"),
+        (&["--net", "sideways"][..], "is not a network mode"),
+        (
+            &["--allow-private=nonsense"][..],
+            "--allow-private nonsense",
+        ),
+    ] {
+        let (out, _dir) = exec(flags, "true");
+        assert_eq!(out.status.code(), Some(125), "{flags:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains(needle), "{flags:?}: {err}");
+    }
+}
+
+#[test]
+fn exec_refuses_a_policy_file_inside_the_workspace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("policy.toml"), "").expect("write");
+    let out = cordon()
+        .arg("exec")
+        .arg("-w")
+        .arg(dir.path())
+        .arg(format!(
+            "--policy={}",
+            dir.path().join("policy.toml").display()
+        ))
+        .args(["--allow=example.com", "--", "true"])
+        .output()
+        .expect("cordon exec");
+    assert_eq!(out.status.code(), Some(125));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is inside the workspace") && err.contains("move it outside"),
+        "{err}"
+    );
+}
