@@ -4,6 +4,7 @@ pub mod doctor;
 pub mod exec;
 pub mod init;
 pub mod logs;
+pub mod policy;
 pub mod proxy;
 pub mod run;
 pub mod runs;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod commands;
+mod operator;
 mod progress;
 
 /// A gated, kernel-sandboxed, egress-controlled, resumable development loop for coding agents.
@@ -41,6 +42,8 @@ enum Command {
     Ui(commands::ui::Args),
     /// Serve the egress proxy on its own, with the same policy options as a session.
     Proxy(commands::proxy::Args),
+    /// Print each step's effective egress: allow/deny, grants, the operator deny, OPEN steps.
+    Policy(commands::policy::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Ui(args) => commands::ui::run(args),
+        Command::Policy(args) => commands::policy::run(args),
     };
     match result {
         Ok(code) => code,

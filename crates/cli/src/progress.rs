@@ -283,7 +283,8 @@ fn failure(step: &StepView) -> Option<String> {
     }
 }
 
-/// A line for what happens besides steps starting and finishing: setup hooks, commits, errors.
+/// A line for what happens besides steps starting and finishing: setup hooks, commits, resource
+/// warnings, errors.
 fn notice(view: &RunView, record: &Record) -> Option<String> {
     let width = name_width(view);
     let step = record.step.as_ref().map_or("", |s| s.as_str());
@@ -293,6 +294,9 @@ fn notice(view: &RunView, record: &Record) -> Option<String> {
         }
         Event::SetupCached { .. } => Some(format!("{step:<width$}  setup up to date")),
         Event::CommitCreated { sha } => Some(format!("{step:<width$}  committed {sha}")),
+        Event::ResourcesWarning { message } => {
+            Some(format!("{step:<width$}  warning: {}", first_line(message)))
+        }
         Event::Error { message } => Some(format!("cordon: {}", first_line(message))),
         _ => None,
     }

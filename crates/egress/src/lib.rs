@@ -13,6 +13,8 @@ mod classify;
 mod decision;
 mod error;
 mod grants;
+#[cfg(feature = "lane")]
+pub mod lane;
 mod name;
 mod pattern;
 mod policy;

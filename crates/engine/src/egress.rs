@@ -47,6 +47,8 @@ pub struct Egress {
     /// Addresses this process listens on (the run's page): never a destination.
     listening: Vec<SocketAddr>,
     bounds: GrantBounds,
+    /// The model lane's upstream client, when a step has `model_lane: true`.
+    lane: Option<cordon_egress::lane::Lane>,
 }
 
 impl Egress {
@@ -69,6 +71,35 @@ impl Egress {
             resolve: operator.resolve.clone(),
             listening,
             bounds: bounds(operator),
+            lane: None,
+        })
+    }
+
+    /// Gives the run's `model_lane: true` steps their lane to `config`'s upstream (its client,
+    /// and so its CA file, is checked here, before anything runs).
+    pub fn with_lane(
+        mut self,
+        config: cordon_egress::lane::LaneConfig,
+    ) -> Result<Egress, cordon_egress::lane::LaneError> {
+        self.lane = Some(cordon_egress::lane::Lane::new(config)?);
+        Ok(self)
+    }
+
+    /// Serves the model lane on `listener` (created inside a session), its calls queued as
+    /// events in `events`; an error when this run has no lane configured.
+    pub fn serve_lane(
+        &self,
+        listener: std::net::TcpListener,
+        events: SideEvents,
+    ) -> std::io::Result<SessionLane> {
+        let lane = self.lane.as_ref().ok_or_else(|| {
+            std::io::Error::other("the run has no model lane configured (no `llm` upstream)")
+        })?;
+        let sink = Arc::new(crate::lane::LaneEvents { events });
+        let handle = lane.spawn(self.runtime.handle(), listener, sink)?;
+        Ok(SessionLane {
+            handle,
+            runtime: self.runtime.handle().clone(),
         })
     }
 
@@ -172,6 +203,20 @@ impl SessionEgress {
     /// after the session's processes are gone, so nothing is left to wait for).
     pub fn stop(self) {
         let _ = self.runtime.block_on(self.handle.stop());
+    }
+}
+
+/// One session's model lane listener.
+pub struct SessionLane {
+    handle: cordon_egress::lane::LaneHandle,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SessionLane {
+    /// Stops the listener and drops any call in flight (call after the session's processes are
+    /// gone).
+    pub fn stop(self) {
+        self.runtime.block_on(self.handle.stop());
     }
 }
 

@@ -16,6 +16,7 @@ use crate::executor::{ExecError, Executor, Purpose, SessionSpec, StepSession};
 use crate::fingerprint::Fingerprint;
 use crate::host::HostGit;
 use crate::output::LineBuffer;
+use crate::resources::{DiskGuard, Level};
 use crate::schedule::{self, Action};
 use crate::secrets::Secrets;
 use crate::setup;
@@ -74,6 +75,8 @@ pub struct Engine<'a> {
     /// The workspace fingerprint and diff blob of the last diff taken, so an attempt that
     /// changed nothing reuses it instead of running git again.
     last_diff: Option<(Fingerprint, Option<cordon_protocol::event::BlobId>)>,
+    /// The disk guardrail (`[limits]`); `None` samples nothing.
+    disk: Option<DiskGuard>,
 }
 
 enum Failure {
@@ -109,7 +112,13 @@ impl<'a> Engine<'a> {
             state,
             observer,
             last_diff: None,
+            disk: None,
         })
+    }
+
+    /// Guards every sandboxed step with `guard` (the operator's `[limits]`).
+    pub fn set_disk_guard(&mut self, guard: DiskGuard) {
+        self.disk = Some(guard);
     }
 
     pub fn state(&self) -> &RunState {
@@ -306,6 +315,12 @@ impl<'a> Engine<'a> {
             return Ok(());
         }
         self.append(Some(name), Event::StepStarted { attempt })?;
+        let sandboxed = step.kind.sandbox().is_some();
+        let mut warned = false;
+        if sandboxed {
+            // Judged only at the end: the step is failed for what the disk is after it ran.
+            self.disk_check(name, &mut warned)?;
+        }
         let (mut verdict, exit_code, mut reason) = match &step.kind {
             StepKind::Command(command) => {
                 let argv = argv(&command.command);
@@ -331,6 +346,10 @@ impl<'a> Engine<'a> {
             StepKind::Action(HostAction::Commit { message }) => self.commit(name, message)?,
             StepKind::Agent(agent) => self.agent_step(step, agent, attempt)?,
         };
+        if sandboxed && let Some(exhausted) = self.disk_check(name, &mut warned)? {
+            verdict = Verdict::Fail;
+            reason = Some(exhausted);
+        }
         if verdict == Verdict::Pass
             && let Some(sandbox) = step.kind.sandbox()
         {
@@ -357,6 +376,41 @@ impl<'a> Engine<'a> {
             },
         )?;
         Ok(())
+    }
+
+    /// Samples the workspace's disk for `step`: a `resources.sample`, a `resources.warning` the
+    /// first time this attempt is past `disk_warn`, and the failure reason past `disk_abort`. A
+    /// filesystem that cannot be sampled is not judged.
+    fn disk_check(
+        &mut self,
+        step: &StepName,
+        warned: &mut bool,
+    ) -> Result<Option<String>, Failure> {
+        let Some(guard) = &self.disk else {
+            return Ok(None);
+        };
+        let Ok(percent) = (guard.sample)(&self.cx.workspace) else {
+            return Ok(None);
+        };
+        let limits = guard.limits;
+        self.append(
+            Some(step),
+            Event::ResourcesSample {
+                memory_bytes: None,
+                disk_percent: Some(percent),
+            },
+        )?;
+        let level = limits.level(percent);
+        if level != Level::Normal && !*warned {
+            *warned = true;
+            self.append(
+                Some(step),
+                Event::ResourcesWarning {
+                    message: limits.warning(percent),
+                },
+            )?;
+        }
+        Ok((level == Level::Abort).then(|| limits.exhausted(percent)))
     }
 
     /// An agent step attempt: its session and the driver's loop, which decides the verdict.
@@ -534,12 +588,16 @@ impl<'a> Engine<'a> {
             None => (cordon_pipeline::Network::None, Vec::new(), None),
         };
         let grants = self.grants_for(&network);
+        // The lane belongs to the step's own sessions, never to its setup hook.
+        let model_lane = purpose == Purpose::Step
+            && matches!(&step.kind, StepKind::Command(command) if command.model_lane);
         SessionSpec {
             step: step.name.clone(),
             attempt,
             purpose,
             network,
             grants,
+            model_lane,
             env,
             timeout,
             hide,

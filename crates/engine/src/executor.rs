@@ -28,6 +28,9 @@ pub struct SessionSpec {
     pub network: cordon_pipeline::Network,
     /// The run's grants (`policy.grant` patterns) when the network takes them, else empty.
     pub grants: Vec<String>,
+    /// The session gets the model lane on `127.0.0.1:3129` (a command step with
+    /// `model_lane: true`; never its setup hook).
+    pub model_lane: bool,
     /// Declared variables and injected secrets.
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,

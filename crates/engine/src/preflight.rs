@@ -1,23 +1,13 @@
-//! What this version refuses to run, checked before anything starts: command steps with
-//! `model_lane: true` (the lane is not built yet). Such a step is never run without its lane
-//! silently — the external agent CLI in it would fail in confusing ways, or reach for a key.
+//! What a pipeline needs that `validate` cannot see, checked before anything starts: a command
+//! step with `model_lane: true` needs a real provider (`openai` or `anthropic`) to forward to —
+//! such a step is never run without its lane, where the external agent CLI in it would fail in
+//! confusing ways or reach for a key.
 
-use cordon_pipeline::{Pipeline, StepKind};
+use cordon_pipeline::Pipeline;
 
 use crate::EngineError;
 
-/// `Ok` when every step can run in this version.
+/// `Ok` when every step can run.
 pub fn preflight(pipeline: &Pipeline) -> Result<(), EngineError> {
-    for step in &pipeline.steps {
-        if let StepKind::Command(command) = &step.kind
-            && command.model_lane
-        {
-            return Err(EngineError::Unsupported(format!(
-                "step `{}` has `model_lane: true`, and the model lane cannot run in this version \
-                 yet; turn it into an agent step, or drop `model_lane`",
-                step.name
-            )));
-        }
-    }
-    Ok(())
+    crate::lane::check_provider(pipeline)
 }

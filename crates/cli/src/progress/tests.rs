@@ -255,7 +255,7 @@ fn a_failure_without_a_reason_shows_its_exit_status() {
 }
 
 #[test]
-fn setup_hooks_commits_and_errors_are_notices() {
+fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
     let v = view(&history(), true);
     let notices: Vec<String> = [
         Event::SetupRan {
@@ -266,6 +266,9 @@ fn setup_hooks_commits_and_errors_are_notices() {
         Event::SetupCached { stamp: "s".into() },
         Event::CommitCreated {
             sha: "abc123".into(),
+        },
+        Event::ResourcesWarning {
+            message: "the workspace filesystem is 90% full".into(),
         },
         Event::Error {
             message: "the diff could not be taken\ndetail".into(),
@@ -282,6 +285,7 @@ fn setup_hooks_commits_and_errors_are_notices() {
     test  setup ran (exit 0)
     test  setup up to date
     test  committed abc123
+    test  warning: the workspace filesystem is 90% full
     cordon: the diff could not be taken
     ");
 }

@@ -11,7 +11,7 @@ use cordon_sandbox::{
 };
 
 use super::{CommandResult, ExecError, Executor, SessionSpec, StepSession};
-use crate::egress::{Egress, SessionEgress, SideEvents};
+use crate::egress::{Egress, SessionEgress, SessionLane, SideEvents};
 
 /// Opens sandbox sessions on the workspace, masking `mask` (state dir, policy file) everywhere.
 pub struct SandboxExecutor {
@@ -96,13 +96,57 @@ impl Executor for SandboxExecutor {
             }
             _ => None,
         };
+        let mut env = Vec::new();
+        let mut events = egress.as_ref().map(SessionEgress::events);
+        let lane = if spec.model_lane {
+            let Some(run_egress) = &self.egress else {
+                return Err(ExecError::Failed(format!(
+                    "step `{}` needs the model lane, which this executor has not been given",
+                    spec.step
+                )));
+            };
+            let queue = events.get_or_insert_with(SideEvents::default).clone();
+            let listener = session
+                .listen_tcp(cordon_sandbox::environment::LANE_ADDR)
+                .map_err(convert)?;
+            let lane = run_egress.serve_lane(listener, queue).map_err(|e| {
+                ExecError::Failed(format!("the session's model lane cannot start: {e}"))
+            })?;
+            // Appendix A's lane variables. The sandbox sets these itself only through its own
+            // lane listener; this one is served by the engine, so they travel with the step's
+            // variables — first, so a step's own `env` still wins. Only the dummy key enters.
+            env.extend(lane_env());
+            Some(lane)
+        } else {
+            None
+        };
+        env.extend(spec.env.iter().cloned());
         Ok(Box::new(Live {
             session,
-            env: spec.env.clone(),
+            env,
             timeout: spec.timeout,
             egress,
+            lane,
+            events,
         }))
     }
+}
+
+/// The model lane's variables inside a session (Appendix A).
+fn lane_env() -> Vec<(String, String)> {
+    use cordon_sandbox::environment::{LANE_ADDR, LANE_DUMMY_KEY};
+    vec![
+        (
+            "OPENAI_BASE_URL".to_owned(),
+            format!("http://{LANE_ADDR}/v1"),
+        ),
+        (
+            "ANTHROPIC_BASE_URL".to_owned(),
+            format!("http://{LANE_ADDR}"),
+        ),
+        ("OPENAI_API_KEY".to_owned(), LANE_DUMMY_KEY.to_owned()),
+        ("ANTHROPIC_API_KEY".to_owned(), LANE_DUMMY_KEY.to_owned()),
+    ]
 }
 
 struct Live {
@@ -110,6 +154,9 @@ struct Live {
     env: Vec<(String, String)>,
     timeout: Option<std::time::Duration>,
     egress: Option<SessionEgress>,
+    lane: Option<SessionLane>,
+    /// Where the proxy's and the lane's events queue (one queue for both).
+    events: Option<SideEvents>,
 }
 
 impl StepSession for Live {
@@ -141,17 +188,23 @@ impl StepSession for Live {
     }
 
     fn side_events(&self) -> Option<SideEvents> {
-        self.egress.as_ref().map(SessionEgress::events)
+        self.events.clone()
     }
 
     fn close(self: Box<Self>) {
         let Live {
-            session, egress, ..
+            session,
+            egress,
+            lane,
+            ..
         } = *self;
-        // The processes first, so no connection is left for the listener to wait for.
+        // The processes first, so no connection is left for the listeners to wait for.
         session.close();
         if let Some(egress) = egress {
             egress.stop();
+        }
+        if let Some(lane) = lane {
+            lane.stop();
         }
     }
 }

@@ -1,9 +1,12 @@
 //! `Harness`: a workspace, a state directory, a pipeline and a fake executor; runs the engine
 //! and summarises what the log says happened.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
+use cordon_engine::resources::{DiskGuard, DiskLimits};
 use cordon_engine::{Control, Ending, Engine, RunContext, RunState, Secrets};
 use cordon_pipeline::Pipeline;
 use cordon_protocol::event::{Outcome, Timestamp};
@@ -20,6 +23,10 @@ pub struct Harness {
     pub fake: FakeExecutor,
     pub secrets: Secrets,
     pub run: RunId,
+    /// With `Some`, the engine guards steps with these `[limits]`, its disk samples taken in
+    /// order from `disk_samples` (none left: the filesystem cannot be sampled).
+    pub disk: Option<DiskLimits>,
+    pub disk_samples: Rc<RefCell<VecDeque<u8>>>,
 }
 
 pub fn pipeline(yaml: &str) -> Pipeline {
@@ -58,6 +65,8 @@ impl Harness {
             fake,
             secrets: Secrets::default(),
             run,
+            disk: None,
+            disk_samples: Rc::default(),
         }
     }
 
@@ -82,6 +91,18 @@ impl Harness {
             agents: None,
         };
         let mut engine = Engine::new(cx, &mut observer).expect("engine");
+        if let Some(limits) = self.disk {
+            let samples = Rc::clone(&self.disk_samples);
+            engine.set_disk_guard(DiskGuard {
+                limits,
+                sample: Box::new(move |_| {
+                    samples
+                        .borrow_mut()
+                        .pop_front()
+                        .ok_or_else(|| std::io::Error::other("no sample left"))
+                }),
+            });
+        }
         if fresh {
             engine.start(max_attempts).expect("start");
             if stop_after.is_some_and(|k| k <= 1) {

@@ -8,6 +8,7 @@ mod crash;
 mod fake;
 mod harness;
 mod reference;
+mod resources;
 mod routing;
 mod setup;
 mod steps;

@@ -226,9 +226,9 @@ fn networked_sessions_get_their_network_and_their_egress_events_join_the_step() 
 }
 
 #[test]
-fn a_model_lane_step_is_refused_before_anything_runs() {
+fn a_model_lane_step_without_a_real_provider_is_refused_before_anything_runs() {
     let message = cordon_engine::preflight(&pipeline(
-        "name: p\nllm: {provider: openai, model: m}\nsteps:\n  - {name: a, command: a, model_lane: true}\n",
+        "name: p\nllm: {provider: replay, transcript: t.jsonl}\nsteps:\n  - {name: a, command: a, model_lane: true}\n",
     ))
     .err()
     .map(|e| e.to_string())
@@ -238,8 +238,15 @@ fn a_model_lane_step_is_refused_before_anything_runs() {
         "{message}"
     );
     assert!(
-        cordon_engine::preflight(&pipeline("name: p\nsteps:\n  - {name: a, command: a}\n")).is_ok(),
-        "control"
+        message.contains("set `llm.provider` to openai or anthropic"),
+        "{message}"
+    );
+    assert!(
+        cordon_engine::preflight(&pipeline(
+            "name: p\nllm: {provider: openai, model: m}\nsteps:\n  - {name: a, command: a, model_lane: true}\n",
+        ))
+        .is_ok(),
+        "control: with a real provider the lane step runs"
     );
 }
 

@@ -14,10 +14,10 @@ use cordon_engine::agent_step::LoopDriver;
 use cordon_engine::egress::{Egress, OperatorGrants};
 use cordon_engine::executor::sandbox::SandboxExecutor;
 use cordon_engine::host::{self, HostGit};
+use cordon_engine::resources::{DiskGuard, DiskLimits};
 use cordon_engine::{
     AgentDriver, Control, Ending, Engine, EngineError, ErrorClass, RunContext, RunState, Secrets,
 };
-use cordon_pipeline::policy::{self, OperatorPolicy, PolicyPath};
 use cordon_pipeline::{Action, Pipeline, StepKind};
 use cordon_protocol::event::{Outcome, Timestamp};
 use cordon_protocol::{Record, RunId};
@@ -26,6 +26,7 @@ use cordon_store::{RunRow, StateDir, StateDirSource, Store};
 
 use super::{Args, workspace};
 use crate::commands::ui;
+use crate::operator::Operator;
 use crate::progress::{Mode, Progress};
 
 const USAGE: u8 = 2;
@@ -139,6 +140,9 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
     let operator = operator_policy(args, &workspace)?;
     let secrets = Secrets::resolve(&pipeline, &|key| std::env::var(key).ok())
         .map_err(|e| engine_exit(&EngineError::from(e)))?;
+    // The lane's key is read now, host-side: a missing one is exit 2 before anything runs.
+    let lane = cordon_engine::lane::lane_config(&pipeline, &|name| std::env::var_os(name))
+        .map_err(|e| engine_exit(&e))?;
     let store = Store::open(&state_dir).map_err(|e| store_exit(&e))?;
     let run = cordon_store::new_run_id().map_err(|e| store_exit(&e))?;
     let scratch = scratch_dir(&store, run);
@@ -191,6 +195,7 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
         .map_err(|e| store_exit(&e))?;
     let max_attempts = args.max_attempts.unwrap_or(pipeline.max_attempts).get();
     let parts = Parts {
+        lane,
         page,
         operator,
         store: &store,
@@ -288,6 +293,8 @@ struct Parts<'a> {
     secrets: &'a Secrets,
     tooling: Vec<String>,
     agents: Option<&'a mut LoopDriver>,
+    /// The model lane's upstream, when a step has `model_lane: true`.
+    lane: Option<cordon_egress::lane::LaneConfig>,
 }
 
 fn drive(args: &Args, parts: Parts<'_>, start: Start) -> Result<ExitCode, Exit> {
@@ -302,16 +309,23 @@ fn drive(args: &Args, parts: Parts<'_>, start: Start) -> Result<ExitCode, Exit> 
         secrets,
         tooling,
         agents,
+        lane,
     } = parts;
     let sandbox_workspace = Workspace::open(workspace).map_err(|e| Exit(1, error_chain(&e)))?;
     let init = InitProgram::current_exe().map_err(|e| Exit(1, error_chain(&e)))?;
     let mut mask = vec![store.dir().to_path_buf()];
     mask.extend(operator.path.clone());
+    let limits = operator.policy.limits;
     let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask);
-    if needs_egress(pipeline) {
+    if needs_egress(pipeline) || lane.is_some() {
         let listening = page.iter().map(|p| p.addr).collect();
-        let egress = Egress::new(run, &operator.policy, listening)
+        let mut egress = Egress::new(run, &operator.policy, listening)
             .map_err(|e| Exit(1, format!("cannot start the egress proxy's runtime: {e}")))?;
+        if let Some(config) = lane {
+            egress = egress
+                .with_lane(config)
+                .map_err(|e| Exit::usage(error_chain(&e)))?;
+        }
         executor = executor.with_egress(Arc::new(egress));
     }
     let progress = Progress::new(
@@ -346,6 +360,10 @@ fn drive(args: &Args, parts: Parts<'_>, start: Start) -> Result<ExitCode, Exit> 
         agents: agents.map(|driver| driver as &mut dyn AgentDriver),
     };
     let mut engine = Engine::new(cx, &mut observer).map_err(|e| engine_exit(&e))?;
+    engine.set_disk_guard(DiskGuard::new(DiskLimits {
+        warn: limits.disk_warn,
+        abort: limits.disk_abort,
+    }));
     match start {
         Start::Fresh(max) => engine.start(max),
         Start::Resume(max) => engine.resume(max),
@@ -458,6 +476,9 @@ fn resume(args: &Args, state_dir: &StateDir) -> Result<ExitCode, Exit> {
     let operator = operator_policy(args, &row.workspace)?;
     let secrets = Secrets::resolve(&pipeline, &|key| std::env::var(key).ok())
         .map_err(|e| engine_exit(&EngineError::from(e)))?;
+    // The lane's key is read now, host-side: a missing one is exit 2 before anything runs.
+    let lane = cordon_engine::lane::lane_config(&pipeline, &|name| std::env::var_os(name))
+        .map_err(|e| engine_exit(&e))?;
     let host = HostGit::open(
         &row.workspace,
         &scratch_dir(&store, run),
@@ -471,6 +492,7 @@ fn resume(args: &Args, state_dir: &StateDir) -> Result<ExitCode, Exit> {
     }
     let page = serve_page(args, state_dir, run, &pipeline)?;
     let parts = Parts {
+        lane,
         page,
         operator,
         store: &store,
@@ -590,53 +612,9 @@ fn snapshot_pipeline(row: &RunRow, files: &BTreeMap<String, String>) -> Result<P
         })
 }
 
-/// The operator policy (DESIGN §5) and the file it came from, masked in every sandbox.
-struct Operator {
-    policy: OperatorPolicy,
-    path: Option<PathBuf>,
-}
-
-/// Loads `--policy FILE`, else the default file if it exists. A policy file inside the
-/// workspace is refused: agents can edit the workspace, and pipelines never widen the policy.
+/// Loads the operator policy for a run in `workspace` (see `crate::operator`).
 fn operator_policy(args: &Args, workspace: &Path) -> Result<Operator, Exit> {
-    let path = match &args.policy {
-        Some(file) => Some(PolicyPath::Given(file.clone())),
-        None => policy::default_path(
-            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
-            std::env::var_os("HOME").as_deref(),
-        )
-        .map(PolicyPath::Default),
-    };
-    let Some(path) = path else {
-        return Ok(Operator {
-            policy: OperatorPolicy::default(),
-            path: None,
-        });
-    };
-    let file = match &path {
-        PolicyPath::Given(file) | PolicyPath::Default(file) => file.clone(),
-    };
-    let absolute = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
-    let resolved = absolute.canonicalize().unwrap_or_else(|_| absolute.clone());
-    if resolved.starts_with(workspace) || absolute.starts_with(workspace) {
-        return Err(Exit::usage(format!(
-            "the operator policy file {} is inside the workspace {}, where agents can change it; \
-             move it outside the workspace (for example to ~/.config/cordon/policy.toml)",
-            file.display(),
-            workspace.display()
-        )));
-    }
-    let policy = policy::load(&path, &cordon_pipeline::Disk).map_err(|diagnostics| {
-        let text: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-        Exit::usage(format!(
-            "the operator policy is invalid; fix it:\n{}",
-            text.join("\n")
-        ))
-    })?;
-    Ok(Operator {
-        policy,
-        path: Some(resolved),
-    })
+    crate::operator::load(args.policy.as_deref(), workspace).map_err(Exit::usage)
 }
 
 /// Whether any step or setup hook has a network, and so needs the egress proxy.

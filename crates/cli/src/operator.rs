@@ -1,0 +1,57 @@
+//! Finding and loading the operator policy file (DESIGN §5) for `run` and `policy`: `--policy
+//! FILE`, else the default file if it exists, refused inside the workspace.
+
+use std::path::{Path, PathBuf};
+
+use cordon_pipeline::policy::{self, OperatorPolicy, PolicyPath};
+
+/// The operator policy and the file it came from (`None`: no file, the empty policy).
+pub struct Operator {
+    pub policy: OperatorPolicy,
+    pub path: Option<PathBuf>,
+}
+
+/// Loads `flag`, else the default file if it exists. A file inside `workspace` is refused:
+/// agents can edit the workspace, and pipelines never widen the operator's policy. The error
+/// is the whole message for the user (a usage error).
+pub fn load(flag: Option<&Path>, workspace: &Path) -> Result<Operator, String> {
+    let path = match flag {
+        Some(file) => Some(PolicyPath::Given(file.to_path_buf())),
+        None => policy::default_path(
+            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+            std::env::var_os("HOME").as_deref(),
+        )
+        .map(PolicyPath::Default),
+    };
+    let Some(path) = path else {
+        return Ok(Operator {
+            policy: OperatorPolicy::default(),
+            path: None,
+        });
+    };
+    let file = match &path {
+        PolicyPath::Given(file) | PolicyPath::Default(file) => file.clone(),
+    };
+    let absolute = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+    // Both spellings are checked, so neither a symlink out nor one in hides the file.
+    let resolved = absolute.canonicalize().unwrap_or_else(|_| absolute.clone());
+    if resolved.starts_with(workspace) || absolute.starts_with(workspace) {
+        return Err(format!(
+            "the operator policy file {} is inside the workspace {}, where agents can change it; \
+             move it outside the workspace (for example to ~/.config/cordon/policy.toml)",
+            file.display(),
+            workspace.display()
+        ));
+    }
+    let policy = policy::load(&path, &cordon_pipeline::Disk).map_err(|diagnostics| {
+        let text: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        format!(
+            "the operator policy is invalid; fix it:\n{}",
+            text.join("\n")
+        )
+    })?;
+    Ok(Operator {
+        policy,
+        path: Some(resolved),
+    })
+}
