@@ -61,6 +61,23 @@ pub struct Request {
     pub temperature: Option<f64>,
 }
 
+#[cfg(test)]
+impl Request {
+    /// A call by `step` attempt `attempt` to model `m` with nothing in it, for the tests of
+    /// providers that answer from a script (replay, the recorder) and ignore the conversation.
+    pub(crate) fn empty(step: &str, attempt: u32) -> Request {
+        Request {
+            step: StepName::parse(step).expect("step"),
+            attempt: Attempt::new(attempt).expect("attempt"),
+            model: "m".to_owned(),
+            system: String::new(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            temperature: None,
+        }
+    }
+}
+
 /// Token counts as the provider reported them (0 when it did not).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {

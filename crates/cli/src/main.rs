@@ -7,7 +7,9 @@ use clap::{Parser, Subcommand};
 
 mod commands;
 mod operator;
+mod pipeline_file;
 mod progress;
+mod state_dir;
 
 /// A gated, kernel-sandboxed, egress-controlled, resumable development loop for coding agents.
 #[derive(Debug, Parser)]

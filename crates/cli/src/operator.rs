@@ -11,10 +11,10 @@ pub struct Operator {
     pub path: Option<PathBuf>,
 }
 
-/// Loads `flag`, else the default file if it exists. A file inside `workspace` is refused:
-/// agents can edit the workspace, and pipelines never widen the operator's policy. The error
-/// is the whole message for the user (a usage error).
-pub fn load(flag: Option<&Path>, workspace: &Path) -> Result<Operator, String> {
+/// Loads `flag`, else the default file if it exists. A file inside `workspace` (when there is
+/// one: `cordon proxy` has none) is refused: agents can edit the workspace, and pipelines never
+/// widen the operator's policy. The error is the whole message for the user (a usage error).
+pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, String> {
     let path = match flag {
         Some(file) => Some(PolicyPath::Given(file.to_path_buf())),
         None => policy::default_path(
@@ -35,7 +35,9 @@ pub fn load(flag: Option<&Path>, workspace: &Path) -> Result<Operator, String> {
     let absolute = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
     // Both spellings are checked, so neither a symlink out nor one in hides the file.
     let resolved = absolute.canonicalize().unwrap_or_else(|_| absolute.clone());
-    if resolved.starts_with(workspace) || absolute.starts_with(workspace) {
+    if let Some(workspace) = workspace
+        && (resolved.starts_with(workspace) || absolute.starts_with(workspace))
+    {
         return Err(format!(
             "the operator policy file {} is inside the workspace {}, where agents can change it; \
              move it outside the workspace (for example to ~/.config/cordon/policy.toml)",

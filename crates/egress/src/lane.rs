@@ -20,6 +20,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::roots::RootsError;
+
 pub use usage::Usage;
 
 /// The inference paths the lane forwards (DESIGN §5); anything else is refused.
@@ -188,21 +190,10 @@ impl Lane {
             .connect_timeout(config.connect_timeout)
             .read_timeout(config.read_timeout);
         if let Some(path) = &config.extra_roots {
-            let pem = std::fs::read(path).map_err(|source| LaneError::CertFile {
-                path: path.clone(),
-                source,
+            let certs = crate::roots::extra_roots(path).map_err(|e| match e {
+                RootsError::Read { path, source } => LaneError::CertFile { path, source },
+                RootsError::Pem { path, reason } => LaneError::CertPem { path, reason },
             })?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| LaneError::CertPem {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?;
-            if certs.is_empty() {
-                return Err(LaneError::CertPem {
-                    path: path.clone(),
-                    reason: "no `BEGIN CERTIFICATE` block".to_owned(),
-                });
-            }
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
             }

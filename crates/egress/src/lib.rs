@@ -23,6 +23,8 @@ mod port;
 pub mod proxy;
 mod reason;
 mod resolve;
+#[cfg(feature = "roots")]
+pub mod roots;
 mod rules;
 mod target;
 

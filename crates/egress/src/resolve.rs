@@ -72,6 +72,18 @@ impl StaticResolver {
         Ok(())
     }
 
+    /// Adds the operator policy's `[resolve]` table, keeping the answer for every name this
+    /// table already holds (a `--resolve` flag wins over the file).
+    pub fn insert_unset(&mut self, table: &[(HostName, Vec<IpAddr>)]) {
+        for (name, addresses) in table {
+            if !self.contains(name) {
+                for address in addresses {
+                    self.insert(name.clone(), *address);
+                }
+            }
+        }
+    }
+
     /// Whether the table has an answer for `name`.
     pub fn contains(&self, name: &HostName) -> bool {
         self.answers.contains_key(name)

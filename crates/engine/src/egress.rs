@@ -152,11 +152,7 @@ impl Egress {
         first: Vec<Event>,
     ) -> std::io::Result<SessionEgress> {
         let mut resolver = StaticResolver::new();
-        for (name, addresses) in &self.resolve {
-            for address in addresses {
-                resolver.insert(name.clone(), *address);
-            }
-        }
+        resolver.insert_unset(&self.resolve);
         let events = SideEvents::new(Mutex::new(first));
         let proxy = Proxy::new(ProxyConfig {
             policy: Arc::new(Policy::new(spec)),

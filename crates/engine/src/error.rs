@@ -57,3 +57,16 @@ impl EngineError {
         }
     }
 }
+
+/// `err` and each of its sources on one line, joined by `: ` (how a failed step or a refused run
+/// is reported: the outermost context first, the root cause last).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(next) = source {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        source = next.source();
+    }
+    text
+}

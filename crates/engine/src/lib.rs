@@ -26,7 +26,7 @@ mod state;
 
 pub use agent::{AgentDriver, AgentTask, AgentVerdict};
 pub use engine::{Control, Ending, Engine, Observer, RunContext};
-pub use error::{EngineError, ErrorClass};
+pub use error::{EngineError, ErrorClass, error_chain};
 pub use executor::{CommandResult, Executor, SessionSpec, StepSession};
 pub use preflight::preflight;
 pub use schedule::Action;

@@ -10,6 +10,7 @@
 mod error;
 mod lock;
 mod read;
+mod rows;
 mod run_id;
 mod schema;
 mod state_dir;

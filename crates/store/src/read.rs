@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use cordon_protocol::event::{BlobId, Timestamp};
-use cordon_protocol::{Event, Record, RunId, StepName};
+use cordon_protocol::event::BlobId;
+use cordon_protocol::{Record, RunId, StepName};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter, types::Value};
 
 use crate::lock::Lock;
+use crate::rows;
 use crate::store::{DATABASE, RunRow};
 use crate::{StateDir, StoreError};
 
@@ -62,50 +63,16 @@ impl Reader {
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs ORDER BY started, id")
-            .map_err(self.fail())?;
-        let rows = stmt.query_map([], row_to_run).map_err(self.fail())?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(
-                row.map_err(self.fail())?
-                    .map_err(|detail| StoreError::Corrupt {
-                        path: self.db.clone(),
-                        detail,
-                    })?,
-            );
-        }
-        Ok(out)
+        rows::runs(&self.conn, &self.db, &self.fail())
     }
 
     pub fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
-        self.conn
-            .prepare_cached("SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs WHERE id = ?1")
-            .and_then(|mut stmt| stmt.query_row([id.to_string()], row_to_run).optional())
-            .map_err(self.fail())?
-            .transpose()
-            .map_err(|detail| StoreError::Corrupt { path: self.db.clone(), detail })
+        rows::run(&self.conn, &self.db, &self.fail(), id)
     }
 
     /// The run whose id is `text` or starts with it (case-insensitive); exactly one must match.
     pub fn find_run(&self, text: &str) -> Result<RunId, StoreError> {
-        let prefix = text.to_ascii_lowercase();
-        let matches: Vec<RunId> = self
-            .runs()?
-            .into_iter()
-            .map(|r| r.id)
-            .filter(|id| id.to_string().starts_with(&prefix))
-            .collect();
-        match matches.as_slice() {
-            [one] if !prefix.is_empty() => Ok(*one),
-            [] | [_] => Err(StoreError::UnknownRun(text.to_owned())),
-            many => Err(StoreError::AmbiguousRun {
-                prefix: text.to_owned(),
-                count: many.len(),
-            }),
-        }
+        rows::find_run(self.runs()?, text)
     }
 
     /// The run's events that pass `filter`, in order.
@@ -114,7 +81,7 @@ impl Reader {
         let mut sql =
             String::from("SELECT seq, ts, type, step, data FROM events WHERE run = ? AND seq > ?");
         let mut args: Vec<Value> = vec![
-            Value::Text(id.clone()),
+            Value::Text(id),
             Value::Integer(i64::try_from(filter.after).unwrap_or(i64::MAX)),
         ];
         if !filter.types.is_empty() {
@@ -141,42 +108,7 @@ impl Reader {
             sql.push_str(" LIMIT ?");
             args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
         }
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(self.fail())?;
-        let rows = stmt
-            .query_map(params_from_iter(args), |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
-            })
-            .map_err(self.fail())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, ts, kind, step, data) = row.map_err(self.fail())?;
-            let seq = u64::try_from(seq).unwrap_or(0);
-            let bad = |detail: String| StoreError::BadEvent {
-                run: id.clone(),
-                seq,
-                detail,
-            };
-            let event =
-                Event::from_parts(&kind, &data).map_err(|e| bad(format!("`{kind}`: {e}")))?;
-            let step = step
-                .map(|s| StepName::parse(&s))
-                .transpose()
-                .map_err(|e| bad(e.to_string()))?;
-            out.push(Record {
-                run,
-                seq,
-                ts: Timestamp(u64::try_from(ts).unwrap_or(0)),
-                step,
-                event,
-            });
-        }
-        Ok(out)
+        rows::events(&self.conn, &self.fail(), run, &sql, params_from_iter(args))
     }
 
     /// The run's highest sequence number (0 before its first event): a cheap "anything new?".
@@ -205,21 +137,4 @@ impl Reader {
     pub fn is_held(&self, run: RunId) -> bool {
         Lock::is_held(&self.locks.join(run.to_string()))
     }
-}
-
-fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRow, String>> {
-    let id: String = r.get(0)?;
-    let snapshot: Option<i64> = r.get(5)?;
-    let started: i64 = r.get(4)?;
-    let (pipeline, file, workspace): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(3)?);
-    Ok(RunId::parse(&id)
-        .map_err(|e| e.to_string())
-        .map(|id| RunRow {
-            id,
-            pipeline,
-            pipeline_file: PathBuf::from(file),
-            workspace: PathBuf::from(workspace),
-            started: Timestamp(u64::try_from(started).unwrap_or(0)),
-            snapshot: snapshot.and_then(|b| u64::try_from(b).ok()).map(BlobId),
-        }))
 }

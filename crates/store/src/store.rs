@@ -11,6 +11,7 @@ use cordon_protocol::{Event, Record, RunId, SCHEMA_VERSION, StepName};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use crate::lock::Lock;
+use crate::rows;
 use crate::schema;
 use crate::{StateDir, StoreError};
 
@@ -211,46 +212,13 @@ impl Store {
 
     /// The run's events with a sequence number above `after`, in order.
     pub fn events_after(&self, run: RunId, after: u64) -> Result<Vec<Record>, StoreError> {
-        let id = run.to_string();
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT seq, ts, type, step, data FROM events WHERE run = ?1 AND seq > ?2 ORDER BY seq")
-            .map_err(self.fail())?;
-        let rows = stmt
-            .query_map(params![id, i64::try_from(after).unwrap_or(i64::MAX)], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
-            })
-            .map_err(self.fail())?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, ts, kind, step, data) = row.map_err(self.fail())?;
-            let seq = u64::try_from(seq).unwrap_or(0);
-            let bad = |detail: String| StoreError::BadEvent {
-                run: id.clone(),
-                seq,
-                detail,
-            };
-            let event =
-                Event::from_parts(&kind, &data).map_err(|e| bad(format!("`{kind}`: {e}")))?;
-            let step = step
-                .map(|s| StepName::parse(&s))
-                .transpose()
-                .map_err(|e| bad(e.to_string()))?;
-            out.push(Record {
-                run,
-                seq,
-                ts: Timestamp(u64::try_from(ts).unwrap_or(0)),
-                step,
-                event,
-            });
-        }
-        Ok(out)
+        rows::events(
+            &self.conn,
+            &self.fail(),
+            run,
+            "SELECT seq, ts, type, step, data FROM events WHERE run = ?1 AND seq > ?2 ORDER BY seq",
+            params![run.to_string(), i64::try_from(after).unwrap_or(i64::MAX)],
+        )
     }
 
     /// Every event of the run, in order.
@@ -259,55 +227,17 @@ impl Store {
     }
 
     pub fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
-        self.conn
-            .query_row(
-                "SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs WHERE id = ?1",
-                [id.to_string()],
-                row_to_run,
-            )
-            .optional()
-            .map_err(self.fail())?
-            .transpose()
-            .map_err(|detail| StoreError::Corrupt { path: self.db.clone(), detail })
+        rows::run(&self.conn, &self.db, &self.fail(), id)
     }
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, pipeline, pipeline_file, workspace, started, snapshot FROM runs ORDER BY started, id")
-            .map_err(self.fail())?;
-        let rows = stmt.query_map([], row_to_run).map_err(self.fail())?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(
-                row.map_err(self.fail())?
-                    .map_err(|detail| StoreError::Corrupt {
-                        path: self.db.clone(),
-                        detail,
-                    })?,
-            );
-        }
-        Ok(out)
+        rows::runs(&self.conn, &self.db, &self.fail())
     }
 
     /// The run whose id is `text` or starts with it (case-insensitive); exactly one must match.
     pub fn find_run(&self, text: &str) -> Result<RunId, StoreError> {
-        let prefix = text.to_ascii_lowercase();
-        let matches: Vec<RunId> = self
-            .runs()?
-            .into_iter()
-            .map(|r| r.id)
-            .filter(|id| id.to_string().starts_with(&prefix))
-            .collect();
-        match matches.as_slice() {
-            [one] if !prefix.is_empty() => Ok(*one),
-            [] | [_] => Err(StoreError::UnknownRun(text.to_owned())),
-            many => Err(StoreError::AmbiguousRun {
-                prefix: text.to_owned(),
-                count: many.len(),
-            }),
-        }
+        rows::find_run(self.runs()?, text)
     }
 
     /// The most recently started run.
@@ -387,22 +317,6 @@ impl Store {
         let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
         Lock::try_take(&self.lock_path(&format!("workspace-{name}")))
     }
-}
-
-fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRow, String>> {
-    let id: String = r.get(0)?;
-    let snapshot: Option<i64> = r.get(5)?;
-    let started: i64 = r.get(4)?;
-    Ok(RunId::parse(&id)
-        .map_err(|e| e.to_string())
-        .map(|id| RunRow {
-            id,
-            pipeline: r.get(1).unwrap_or_default(),
-            pipeline_file: PathBuf::from(r.get::<_, String>(2).unwrap_or_default()),
-            workspace: PathBuf::from(r.get::<_, String>(3).unwrap_or_default()),
-            started: Timestamp(u64::try_from(started).unwrap_or(0)),
-            snapshot: snapshot.and_then(|b| u64::try_from(b).ok()).map(BlobId),
-        }))
 }
 
 /// Damage reported by SQLite becomes `Corrupt` (naming the file); anything else stays a

@@ -8,7 +8,7 @@ use reqwest::blocking::Response as HttpResponse;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use super::http::{Http, HttpOptions, ReadFailure, Transport, endpoint, is_event_stream};
+use super::http::{Http, HttpOptions, ReadFailure, Readers, Transport, endpoint};
 use super::{Provider, ProviderError, SetupError, sse};
 use crate::key::ApiKey;
 use crate::message::{Message, Request, Response, ToolCall, Usage};
@@ -59,24 +59,26 @@ impl Anthropic {
 impl Provider for Anthropic {
     fn complete(&mut self, request: &Request) -> Result<Response, ProviderError> {
         let stream = self.http.transport == Transport::Stream;
-        let body = serde_json::to_vec(&wire_request(request, stream))
-            .map_err(|e| self.http.protocol(e.to_string()))?;
-        let model = request.model.as_str();
-        let read = |response: HttpResponse| {
-            if is_event_stream(&response) {
-                read_stream(response, model)
-            } else {
-                read_whole(response, model)
-            }
-        };
         let fix = match self.http.key() {
             Some(key) => format!("check the key in `{}`", key.var()),
             None => "set `llm.api_key_env`".to_owned(),
         };
-        self.http
-            .post(&self.url, &self.headers(), &body, read, &fix)
+        self.http.ask(
+            &self.url,
+            &self.headers(),
+            &wire_request(request, stream),
+            &request.model,
+            &READERS,
+            &fix,
+        )
     }
 }
+
+/// Answers come as one body or as server-sent events, whichever the server sends.
+const READERS: Readers = Readers {
+    whole: read_whole,
+    stream: read_stream,
+};
 
 #[derive(Serialize)]
 struct MessagesRequest<'a> {

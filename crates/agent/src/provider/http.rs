@@ -5,11 +5,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cordon_egress::roots::{RootsError, extra_roots};
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use super::{ProviderError, SetupError};
 use crate::key::ApiKey;
+use crate::message::Response as Answer;
 
 /// How often and how patiently a failing call is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +85,13 @@ pub(crate) enum ReadFailure {
     Fatal(ProviderError),
 }
 
+/// How a provider reads an answer for the requested model: as one JSON body, or as
+/// server-sent events.
+pub(crate) struct Readers {
+    pub(crate) whole: fn(Response, &str) -> Result<Answer, ReadFailure>,
+    pub(crate) stream: fn(Response, &str) -> Result<Answer, ReadFailure>,
+}
+
 /// A client bound to one provider.
 pub(crate) struct Http {
     client: Client,
@@ -106,21 +115,10 @@ impl Http {
             .connect_timeout(options.connect_timeout)
             .user_agent(concat!("cordon/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &options.extra_roots {
-            let pem = std::fs::read(path).map_err(|source| SetupError::CertFile {
-                path: path.clone(),
-                source,
+            let certs = extra_roots(path).map_err(|e| match e {
+                RootsError::Read { path, source } => SetupError::CertFile { path, source },
+                RootsError::Pem { path, reason } => SetupError::CertPem { path, reason },
             })?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| SetupError::CertPem {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?;
-            if certs.is_empty() {
-                return Err(SetupError::CertPem {
-                    path: path.clone(),
-                    reason: "no `BEGIN CERTIFICATE` block".to_owned(),
-                });
-            }
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
             }
@@ -224,6 +222,28 @@ impl Http {
         }
     }
 
+    /// Posts `wire` as JSON to `url` and reads the answer for `model` with the reader that
+    /// matches what the server sent (server-sent events or one body), retrying as [`Http::post`].
+    pub(crate) fn ask(
+        &self,
+        url: &reqwest::Url,
+        headers: &HeaderMap,
+        wire: &impl serde::Serialize,
+        model: &str,
+        readers: &Readers,
+        auth_fix: &str,
+    ) -> Result<Answer, ProviderError> {
+        let body = serde_json::to_vec(wire).map_err(|e| self.protocol(e.to_string()))?;
+        let read = |response: Response| {
+            if is_event_stream(&response) {
+                (readers.stream)(response, model)
+            } else {
+                (readers.whole)(response, model)
+            }
+        };
+        self.post(url, headers, &body, read, auth_fix)
+    }
+
     pub(crate) fn protocol(&self, message: impl Into<String>) -> ProviderError {
         ProviderError::Protocol {
             provider: self.provider,
@@ -253,7 +273,7 @@ pub(crate) fn endpoint(base: &str, path: &str) -> Result<reqwest::Url, SetupErro
 }
 
 /// Whether a successful answer is a stream of server-sent events.
-pub(crate) fn is_event_stream(response: &Response) -> bool {
+fn is_event_stream(response: &Response) -> bool {
     response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)

@@ -9,7 +9,7 @@ use reqwest::blocking::Response as HttpResponse;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use super::http::{Http, HttpOptions, ReadFailure, Transport, is_event_stream};
+use super::http::{Http, HttpOptions, ReadFailure, Readers, Transport};
 use super::{Provider, ProviderError, SetupError, sse};
 use crate::key::ApiKey;
 use crate::message::{Message, Request, Response, ToolCall, Usage};
@@ -61,25 +61,26 @@ impl OpenAi {
 impl Provider for OpenAi {
     fn complete(&mut self, request: &Request) -> Result<Response, ProviderError> {
         let stream = self.http.transport == Transport::Stream;
-        let body = serde_json::to_vec(&wire_request(request, stream))
-            .map_err(|e| self.http.protocol(e.to_string()))?;
-        let model = request.model.as_str();
-        let read = |response: HttpResponse| {
-            if is_event_stream(&response) {
-                read_stream(response, model)
-            } else {
-                read_whole(response, model)
-            }
-        };
-        let mut response =
-            self.http
-                .post(&self.url, &self.headers(), &body, read, &self.auth_fix())?;
+        let mut response = self.http.ask(
+            &self.url,
+            &self.headers(),
+            &wire_request(request, stream),
+            &request.model,
+            &READERS,
+            &self.auth_fix(),
+        )?;
         if response.model.is_empty() {
-            response.model = model.to_owned();
+            response.model.clone_from(&request.model);
         }
         Ok(response)
     }
 }
+
+/// Answers come as one body or as server-sent events, whichever the server sends.
+const READERS: Readers = Readers {
+    whole: read_whole,
+    stream: read_stream,
+};
 
 #[derive(Serialize)]
 struct ChatRequest<'a> {

@@ -177,15 +177,7 @@ mod tests {
         ];
         let sink = Shared::default();
         let mut recorder = Recorder::new(Canned(turns.clone()), Box::new(sink.clone()));
-        let request = Request {
-            step: StepName::parse("dev").expect("step"),
-            attempt: Attempt::FIRST,
-            model: "m".to_owned(),
-            system: String::new(),
-            messages: Vec::new(),
-            tools: Vec::new(),
-            temperature: None,
-        };
+        let request = Request::empty("dev", 1);
         for _ in 0..2 {
             recorder.complete(&request).expect("answers");
         }

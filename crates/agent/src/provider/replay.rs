@@ -196,15 +196,7 @@ mod tests {
 "#;
 
     fn call(replay: &mut Replay, step: &str, attempt: u32) -> String {
-        let request = Request {
-            step: StepName::parse(step).expect("step"),
-            attempt: Attempt::new(attempt).expect("attempt"),
-            model: "m".to_owned(),
-            system: String::new(),
-            messages: Vec::new(),
-            tools: Vec::new(),
-            temperature: None,
-        };
+        let request = Request::empty(step, attempt);
         match replay.complete(&request) {
             Ok(response) => response.text.unwrap_or_default(),
             Err(err) => err.to_string(),
@@ -260,15 +252,7 @@ mod tests {
     fn generated_tool_call_ids_are_unique_and_arguments_kept_verbatim() {
         let text = r#"{"tool_calls":[{"name":"bash","arguments":{"command":"ls"}},{"name":"bash","arguments":"{not json"},{"name":"bash"}]}"#;
         let mut replay = Replay::parse("t.jsonl", text).expect("parses");
-        let request = Request {
-            step: StepName::parse("dev").expect("step"),
-            attempt: Attempt::FIRST,
-            model: "m".to_owned(),
-            system: String::new(),
-            messages: Vec::new(),
-            tools: Vec::new(),
-            temperature: None,
-        };
+        let request = Request::empty("dev", 1);
         let response = replay.complete(&request).expect("a turn");
         let args: Vec<&str> = response
             .tool_calls

@@ -2,13 +2,14 @@
 //! lines or JSON lines; `--follow` keeps printing until the run finishes or nobody holds it.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use cordon_engine::RunState;
 use cordon_protocol::{Event, Record};
-use cordon_store::{StateDir, StateDirSource, Store};
+use cordon_store::Store;
+
+use crate::state_dir::StateDirArg;
 
 /// How often `--follow` looks for new events.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
@@ -33,16 +34,14 @@ pub struct Args {
     /// Print events as JSON lines
     #[arg(long)]
     json: bool,
-    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
-    /// ~/.local/state/cordon]
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    state_dir: StateDirArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let state_dir = match StateDir::resolve(&StateDirSource::from_env(args.state_dir.clone())) {
+    let state_dir = match args.state_dir.resolve() {
         Ok(dir) => dir,
-        Err(err) => return usage(&err.to_string()),
+        Err(code) => return Ok(code),
     };
     if !state_dir.path().join("cordon.db").exists() {
         return usage(&format!(

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use cordon_engine::RunState;
 use cordon_pipeline::policy::OperatorPolicy;
-use cordon_pipeline::{Disk, Network, Pipeline, StepKind};
+use cordon_pipeline::{Network, Pipeline, StepKind};
 use cordon_protocol::RunId;
-use cordon_store::{StateDir, StateDirSource, Store};
+use cordon_store::{StateDir, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,16 +30,10 @@ pub struct Args {
 /// Exit 0 with the report on stdout; 2 for an invalid pipeline or policy (or a policy file inside
 /// the workspace), 1 when the store cannot be read.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let loaded = match cordon_pipeline::load(&args.pipeline, &Disk) {
+    let loaded = match crate::pipeline_file::load(&args.pipeline) {
         Ok(loaded) => loaded,
-        Err(diagnostics) => {
-            for d in &diagnostics {
-                eprintln!("{d}");
-            }
-            eprintln!(
-                "cordon: {} is invalid; fix the problems above",
-                args.pipeline.display()
-            );
+        Err(message) => {
+            eprintln!("cordon: {message}");
             return Ok(ExitCode::from(2));
         }
     };
@@ -50,19 +44,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let operator = match crate::operator::load(args.policy.as_deref(), &workspace(&pipeline_file)) {
-        Ok(operator) => operator,
-        Err(message) => {
-            eprintln!("cordon: {message}");
-            return Ok(ExitCode::from(2));
-        }
-    };
-    let state_dir = match StateDir::resolve(&StateDirSource::from_env(args.state_dir.clone())) {
+    let operator =
+        match crate::operator::load(args.policy.as_deref(), Some(&workspace(&pipeline_file))) {
+            Ok(operator) => operator,
+            Err(message) => {
+                eprintln!("cordon: {message}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+    let state_dir = match crate::state_dir::resolve(args.state_dir.clone()) {
         Ok(dir) => dir,
-        Err(err) => {
-            eprintln!("cordon: {err}");
-            return Ok(ExitCode::from(2));
-        }
+        Err(code) => return Ok(code),
     };
     let latest = latest_grants(&state_dir, &pipeline_file)?;
     let report = Report {

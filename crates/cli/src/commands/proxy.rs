@@ -16,7 +16,9 @@ use cordon_egress::proxy::{
 use cordon_egress::{
     Cidr, Mode, Pattern, PatternList, Policy, PolicySpec, StaticResolver, SystemResolver,
 };
-use cordon_pipeline::policy::{self, PolicyPath};
+use cordon_pipeline::policy::OperatorPolicy;
+
+use crate::operator;
 
 /// Exit status for a bad option or policy: nothing was served.
 const USAGE_EXIT: u8 = 2;
@@ -63,9 +65,16 @@ pub struct Built {
 }
 
 impl PolicyArgs {
-    /// Parses every option and loads the operator policy file. The error lists every problem, one
-    /// per line, each naming the fix.
+    /// Parses every option and loads the operator policy file, as [`PolicyArgs::build_in`]
+    /// with no workspace (`cordon proxy` serves no workspace).
     pub fn build(&self, mode: Mode) -> Result<Built, String> {
+        self.build_in(mode, None)
+    }
+
+    /// Parses every option and loads the operator policy file (`--policy`, else the default
+    /// file), refusing one inside `workspace`. The error lists every problem, one per line,
+    /// each naming the fix.
+    pub fn build_in(&self, mode: Mode, workspace: Option<&Path>) -> Result<Built, String> {
         let mut problems = Vec::new();
         let patterns = |texts: &[String], list: PatternList, flag: &str, out: &mut Vec<String>| {
             texts
@@ -94,28 +103,19 @@ impl PolicyArgs {
                 problems.push(format!("`--resolve {text}`: {e}"));
             }
         }
-        let operator = match self.operator_policy_path() {
-            None => policy::OperatorPolicy::default(),
-            Some(path) => match policy::load(&path, &cordon_pipeline::Disk) {
-                Ok(operator) => operator,
-                Err(diagnostics) => {
-                    problems.extend(diagnostics.iter().map(ToString::to_string));
-                    policy::OperatorPolicy::default()
-                }
-            },
+        let operator = match operator::load(self.policy.as_deref(), workspace) {
+            Ok(operator) => operator.policy,
+            Err(problem) => {
+                problems.push(problem);
+                OperatorPolicy::default()
+            }
         };
         if !problems.is_empty() {
             return Err(problems.join("\n"));
         }
         allow_private.extend(operator.allow_private);
         // `--resolve` answers come first; the operator's `[resolve]` adds names it does not set.
-        for (name, addresses) in operator.resolve {
-            if !resolve.contains(&name) {
-                for address in addresses {
-                    resolve.insert(name.clone(), address);
-                }
-            }
-        }
+        resolve.insert_unset(&operator.resolve);
         Ok(Built {
             spec: PolicySpec {
                 mode,
@@ -127,17 +127,6 @@ impl PolicyArgs {
             },
             resolve,
         })
-    }
-
-    fn operator_policy_path(&self) -> Option<PolicyPath> {
-        match &self.policy {
-            Some(path) => Some(PolicyPath::Given(path.clone())),
-            None => policy::default_path(
-                std::env::var_os("XDG_CONFIG_HOME").as_deref(),
-                std::env::var_os("HOME").as_deref(),
-            )
-            .map(PolicyPath::Default),
-        }
     }
 }
 

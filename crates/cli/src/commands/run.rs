@@ -8,9 +8,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cordon_pipeline::{
-    Action, CommandSpec, Disk, Isolation, Llm, Pipeline, Sandboxed, Step, StepKind,
-};
+use cordon_pipeline::{Action, CommandSpec, Isolation, Llm, Pipeline, Sandboxed, Step, StepKind};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -68,16 +66,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("cordon: --dry-run needs a PIPELINE");
         return Ok(ExitCode::from(2));
     };
-    let loaded = match cordon_pipeline::load(&pipeline_path, &Disk) {
+    let loaded = match crate::pipeline_file::load(&pipeline_path) {
         Ok(loaded) => loaded,
-        Err(diagnostics) => {
-            for d in &diagnostics {
-                eprintln!("{d}");
-            }
-            eprintln!(
-                "cordon: {} is invalid; fix the problems above",
-                pipeline_path.display()
-            );
+        Err(message) => {
+            eprintln!("cordon: {message}");
             return Ok(ExitCode::from(2));
         }
     };

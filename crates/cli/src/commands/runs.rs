@@ -1,31 +1,27 @@
 //! `cordon runs`: every stored run with its status (`running`, `interrupted`, `success`,
 //! `failure`), oldest first; `--json` prints DESIGN Appendix A's line shape.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cordon_engine::RunState;
 use cordon_protocol::Event;
-use cordon_store::{StateDir, StateDirSource, Store};
+use cordon_store::Store;
+
+use crate::state_dir::StateDirArg;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print one JSON object per run
     #[arg(long)]
     json: bool,
-    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
-    /// ~/.local/state/cordon]
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    state_dir: StateDirArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let state_dir = match StateDir::resolve(&StateDirSource::from_env(args.state_dir.clone())) {
+    let state_dir = match args.state_dir.resolve() {
         Ok(dir) => dir,
-        Err(err) => {
-            eprintln!("cordon: {err}");
-            return Ok(ExitCode::from(2));
-        }
+        Err(code) => return Ok(code),
     };
     if !state_dir.path().join("cordon.db").exists() {
         if !args.json {

@@ -11,28 +11,25 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use cordon_pipeline::{Pipeline, Route, StepKind};
 use cordon_protocol::RunId;
-use cordon_store::{Reader, RunRow, StateDir, StateDirSource, Store};
+use cordon_store::{Reader, RunRow, StateDir, Store};
 use cordon_web::serve::{self, IfBusy};
 use cordon_web::{AppState, Edge, Graph, GraphSource, GraphStep, Token};
+
+use crate::state_dir::StateDirArg;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where to listen, a loopback address [default: 127.0.0.1:8321, or the next free port]
     #[arg(long, value_name = "ADDR")]
     addr: Option<String>,
-    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
-    /// ~/.local/state/cordon]
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    state_dir: StateDirArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let state_dir = match StateDir::resolve(&StateDirSource::from_env(args.state_dir.clone())) {
+    let state_dir = match args.state_dir.resolve() {
         Ok(dir) => dir,
-        Err(err) => {
-            eprintln!("cordon: {err}");
-            return Ok(ExitCode::from(2));
-        }
+        Err(code) => return Ok(code),
     };
     let (addr, if_busy) = match args.addr.as_deref().map(|a| parse_addr("--addr", a)) {
         None => (serve::DEFAULT_ADDR, IfBusy::TryNext),

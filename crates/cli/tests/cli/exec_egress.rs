@@ -4,36 +4,9 @@
 //! writes one JSON line per decision; `--net open` reaches the upstream only with
 //! `--allow-private` covering it.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::process::Output;
 
-use crate::support::cordon;
-
-/// A loopback HTTP server answering every request with `hello from upstream`; returns its port.
-fn upstream() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let body = "hello from upstream\n";
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
+use crate::support::{cordon, upstream};
 
 /// `cordon exec` in a fresh workspace with an empty operator policy (so the machine's own file
 /// plays no part), `flags`, then `sh -c script`.

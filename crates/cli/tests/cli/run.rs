@@ -49,6 +49,18 @@ impl Fixture {
     }
 
     /// `cordon ARGS... --state-dir STATE` run in the workspace.
+    /// A fixture for `pipeline` whose workspace holds the fifo `gate`: a step reading it blocks
+    /// until the test writes to it.
+    pub fn gated(pipeline: &str) -> Fixture {
+        let f = Fixture::new(pipeline);
+        let status = Command::new("mkfifo")
+            .arg(f.ws.join("gate"))
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        f
+    }
+
     pub fn cordon(&self, args: &[&str]) -> Command {
         let mut cmd = cordon();
         cmd.args(args)
@@ -381,24 +393,13 @@ steps:
     command: echo after > after.txt
 ";
 
-/// A fixture whose first step blocks reading the fifo `gate` until the test writes to it.
-fn gated() -> Fixture {
-    let f = Fixture::new(BLOCKING);
-    let status = Command::new("mkfifo")
-        .arg(f.ws.join("gate"))
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
-    f
-}
-
 fn open_gate(f: &Fixture) {
     std::fs::write(f.ws.join("gate"), "open\n").expect("write the gate");
 }
 
 #[test]
 fn a_held_run_cannot_be_resumed_and_its_workspace_cannot_start_another() {
-    let f = gated();
+    let f = Fixture::gated(BLOCKING);
     let (mut child, id, _stderr) = f.spawn(&["run", "pipeline.yaml"]);
     let out = f
         .cordon(&["run", "--resume", &id])
@@ -435,7 +436,7 @@ fn signal(child: &Child, name: &str) {
 #[test]
 fn sigint_and_sigterm_exit_130_and_143_leaving_the_run_resumable() {
     for (name, expected) in [("INT", 130), ("TERM", 143)] {
-        let f = gated();
+        let f = Fixture::gated(BLOCKING);
         let (mut child, id, _stderr) = f.spawn(&["run", "pipeline.yaml"]);
         signal(&child, name);
         assert_eq!(
@@ -612,7 +613,7 @@ fn setup_runs_once_is_cached_and_reruns_with_refresh() {
 
 #[test]
 fn logs_follow_prints_a_live_run_until_it_finishes() {
-    let f = gated();
+    let f = Fixture::gated(BLOCKING);
     let (mut child, id, _stderr) = f.spawn(&["run", "pipeline.yaml"]);
     let follower = f
         .cordon(&["logs", &id, "--follow", "--json", "--type", "run"])

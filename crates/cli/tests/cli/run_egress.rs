@@ -4,36 +4,10 @@
 //! `403` with its reason, a direct connection fails, and every decision is an event of the step.
 //! A policy file inside the workspace is refused.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::Path;
 
 use crate::run::{Fixture, stderr};
-
-/// A loopback HTTP server answering every request with `hello from upstream`; returns its port.
-fn upstream() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let body = "hello from upstream\n";
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
+use crate::support::upstream;
 
 /// The operator policy outside the workspace: both test names answer loopback, which
 /// `allow_private` opens.

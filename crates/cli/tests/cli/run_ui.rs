@@ -2,11 +2,11 @@
 //! the live stream ended with a "closing" event when the run ends (the page then says to use
 //! `cordon ui`), `--no-ui`, and `--ui ADDR`.
 
-use std::io::{BufRead as _, Read as _, Write as _};
+use std::io::{BufRead as _, Read as _};
 use std::net::TcpStream;
-use std::process::Command;
 
 use crate::run::{Fixture, stderr};
+use crate::support::{get, read_all};
 
 const BLOCKING: &str = "name: demo
 steps:
@@ -16,40 +16,9 @@ steps:
     command: echo after > after.txt
 ";
 
-/// A run whose first step blocks reading the fifo `gate` until the test writes to it.
-fn gated() -> Fixture {
-    let f = Fixture::new(BLOCKING);
-    let status = Command::new("mkfifo")
-        .arg(f.ws.join("gate"))
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
-    f
-}
-
-/// Sends one GET and returns the connection, for the caller to read.
-fn get(addr: &str, path: &str, cookie: Option<&str>) -> TcpStream {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    let cookie = cookie
-        .map(|c| format!("Cookie: {c}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{cookie}Connection: close\r\n\r\n"
-    )
-    .expect("send");
-    stream
-}
-
-fn read_all(mut stream: TcpStream) -> String {
-    let mut text = String::new();
-    stream.read_to_string(&mut text).expect("read");
-    text
-}
-
 #[test]
 fn run_serves_its_page_as_line_2_and_ends_its_streams_when_the_run_ends() {
-    let f = gated();
+    let f = Fixture::gated(BLOCKING);
     let (mut child, id, mut err) = f.spawn(&["run", "pipeline.yaml", "--ui", "127.0.0.1:0"]);
     let mut second = String::new();
     err.read_line(&mut second).expect("line 2");

@@ -1,10 +1,9 @@
 //! `cordon ui`: its first stdout line, loopback only, the token on every request.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
+use std::io::{BufRead as _, BufReader};
 use std::process::Stdio;
 
-use crate::support::cordon;
+use crate::support::{cordon, get, read_all};
 
 #[test]
 fn ui_refuses_a_non_loopback_address() {
@@ -34,17 +33,7 @@ fn ui_refuses_a_non_loopback_address() {
 
 /// One HTTP/1.1 request; returns the status line and the body.
 fn http_get(addr: &str, path: &str, cookie: Option<&str>) -> (String, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    let cookie = cookie
-        .map(|c| format!("Cookie: {c}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{cookie}Connection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut text = String::new();
-    stream.read_to_string(&mut text).expect("read");
+    let text = read_all(get(addr, path, cookie));
     let status = text.lines().next().unwrap_or("").to_owned();
     let body = text
         .split_once("\r\n\r\n")

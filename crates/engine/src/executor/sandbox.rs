@@ -12,6 +12,7 @@ use cordon_sandbox::{
 
 use super::{CommandResult, ExecError, Executor, SessionSpec, StepSession};
 use crate::egress::{Egress, SessionEgress, SessionLane, SideEvents};
+use crate::error_chain;
 
 /// Opens sandbox sessions on the workspace, masking `mask` (state dir, policy file) everywhere.
 pub struct SandboxExecutor {
@@ -44,17 +45,6 @@ fn convert(err: SandboxError) -> ExecError {
         SandboxError::Refused { .. } => ExecError::Refused(err.to_string()),
         other => ExecError::Failed(error_chain(&other)),
     }
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(next) = source {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        source = next.source();
-    }
-    text
 }
 
 impl Executor for SandboxExecutor {

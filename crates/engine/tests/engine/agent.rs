@@ -4,9 +4,7 @@
 
 use cordon_agent::{Journal, JournalError};
 use cordon_engine::agent_step::AgentStepError;
-use cordon_engine::{
-    AgentDriver, AgentTask, AgentVerdict, Control, Engine, RunContext, StepSession,
-};
+use cordon_engine::{AgentDriver, AgentTask, AgentVerdict, Control, Engine, StepSession};
 use cordon_protocol::Event;
 use cordon_protocol::event::Outcome;
 
@@ -77,18 +75,7 @@ fn an_agent_verdict_from_its_artifact_routes_and_its_feedback_reaches_the_next_a
         seen_feedback: Vec::new(),
     };
     let mut observer = |_: &cordon_protocol::Record| Control::Continue;
-    let cx = RunContext {
-        store: &h.store,
-        run: h.run,
-        pipeline: &h.pipeline,
-        workspace: h.workspace.clone(),
-        executor: &mut h.fake,
-        host: None,
-        secrets: &h.secrets,
-        refresh: false,
-        tooling: Vec::new(),
-        agents: Some(&mut driver),
-    };
+    let cx = h.context(Some(&mut driver));
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
     engine.start(3).expect("start");
     assert_eq!(
@@ -172,18 +159,7 @@ fn an_unanswered_tool_call_gets_an_interrupted_result_on_resume() {
                 Control::Continue
             }
         };
-        let cx = RunContext {
-            store: &h.store,
-            run: h.run,
-            pipeline: &h.pipeline,
-            workspace: h.workspace.clone(),
-            executor: &mut h.fake,
-            host: None,
-            secrets: &h.secrets,
-            refresh: false,
-            tooling: Vec::new(),
-            agents: Some(&mut driver),
-        };
+        let cx = h.context(Some(&mut driver));
         let mut engine = Engine::new(cx, &mut observer).expect("engine");
         if stop_after_call {
             engine.start(3).expect("start");

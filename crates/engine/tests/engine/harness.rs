@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use cordon_engine::resources::{DiskGuard, DiskLimits};
-use cordon_engine::{Control, Ending, Engine, RunContext, RunState, Secrets};
+use cordon_engine::{AgentDriver, Control, Ending, Engine, RunContext, RunState, Secrets};
 use cordon_pipeline::Pipeline;
 use cordon_protocol::event::{Outcome, Timestamp};
 use cordon_protocol::{Event, Record, RunId};
@@ -70,15 +70,10 @@ impl Harness {
         }
     }
 
-    /// Starts (when fresh) or resumes the run and drives it; `stop_after`: stop once the log
-    /// holds that many events, as if the process died there.
-    pub fn drive(&mut self, max_attempts: u32, stop_after: Option<u64>) -> Ending {
-        let fresh = self.store.events(self.run).expect("events").is_empty();
-        let mut observer = |record: &Record| match stop_after {
-            Some(k) if record.seq >= k => Control::Stop,
-            _ => Control::Continue,
-        };
-        let cx = RunContext {
+    /// The engine's context over this harness: its store, run, pipeline and fake executor,
+    /// no host git, no refresh, no tooling paths, and `agents` for agent steps.
+    pub fn context<'a>(&'a mut self, agents: Option<&'a mut dyn AgentDriver>) -> RunContext<'a> {
+        RunContext {
             store: &self.store,
             run: self.run,
             pipeline: &self.pipeline,
@@ -88,11 +83,22 @@ impl Harness {
             secrets: &self.secrets,
             refresh: false,
             tooling: Vec::new(),
-            agents: None,
+            agents,
+        }
+    }
+
+    /// Starts (when fresh) or resumes the run and drives it; `stop_after`: stop once the log
+    /// holds that many events, as if the process died there.
+    pub fn drive(&mut self, max_attempts: u32, stop_after: Option<u64>) -> Ending {
+        let fresh = self.store.events(self.run).expect("events").is_empty();
+        let mut observer = |record: &Record| match stop_after {
+            Some(k) if record.seq >= k => Control::Stop,
+            _ => Control::Continue,
         };
+        let (disk, samples) = (self.disk, Rc::clone(&self.disk_samples));
+        let cx = self.context(None);
         let mut engine = Engine::new(cx, &mut observer).expect("engine");
-        if let Some(limits) = self.disk {
-            let samples = Rc::clone(&self.disk_samples);
+        if let Some(limits) = disk {
             engine.set_disk_guard(DiskGuard {
                 limits,
                 sample: Box::new(move |_| {

@@ -254,18 +254,7 @@ fn a_model_lane_step_without_a_real_provider_is_refused_before_anything_runs() {
 fn a_missing_sandbox_layer_stops_the_run_with_a_layer_error() {
     let mut h = Harness::new("name: p\nsteps:\n  - {name: a, command: a}\n");
     h.fake.refuse = Some("refusing to run: the sandbox layer `landlock` is not available".into());
-    let cx = cordon_engine::RunContext {
-        store: &h.store,
-        run: h.run,
-        pipeline: &h.pipeline,
-        workspace: h.workspace.clone(),
-        executor: &mut h.fake,
-        host: None,
-        secrets: &h.secrets,
-        refresh: false,
-        tooling: Vec::new(),
-        agents: None,
-    };
+    let cx = h.context(None);
     let mut observer = |_: &cordon_protocol::Record| cordon_engine::Control::Continue;
     let mut engine = cordon_engine::Engine::new(cx, &mut observer).expect("engine");
     engine.start(3).expect("start");

@@ -17,6 +17,7 @@ use cordon_engine::host::{self, HostGit};
 use cordon_engine::resources::{DiskGuard, DiskLimits};
 use cordon_engine::{
     AgentDriver, Control, Ending, Engine, EngineError, ErrorClass, RunContext, RunState, Secrets,
+    error_chain,
 };
 use cordon_pipeline::{Action, Pipeline, StepKind};
 use cordon_protocol::event::{Outcome, Timestamp};
@@ -47,17 +48,6 @@ fn engine_exit(err: &EngineError) -> Exit {
         ErrorClass::Runtime => 1,
     };
     Exit(code, error_chain(err))
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(next) = source {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        source = next.source();
-    }
-    text
 }
 
 fn store_exit(err: &cordon_store::StoreError) -> Exit {
@@ -113,16 +103,7 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
             "give a PIPELINE, or --resume RUN_ID / --resume-last",
         ));
     };
-    let loaded =
-        cordon_pipeline::load(pipeline_arg, &cordon_pipeline::Disk).map_err(|diagnostics| {
-            for d in &diagnostics {
-                eprintln!("{d}");
-            }
-            Exit::usage(format!(
-                "{} is invalid; fix the problems above",
-                pipeline_arg.display()
-            ))
-        })?;
+    let loaded = crate::pipeline_file::load(pipeline_arg).map_err(Exit::usage)?;
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }
@@ -614,7 +595,7 @@ fn snapshot_pipeline(row: &RunRow, files: &BTreeMap<String, String>) -> Result<P
 
 /// Loads the operator policy for a run in `workspace` (see `crate::operator`).
 fn operator_policy(args: &Args, workspace: &Path) -> Result<Operator, Exit> {
-    crate::operator::load(args.policy.as_deref(), workspace).map_err(Exit::usage)
+    crate::operator::load(args.policy.as_deref(), Some(workspace)).map_err(Exit::usage)
 }
 
 /// Whether any step or setup hook has a network, and so needs the egress proxy.
