@@ -22,6 +22,7 @@ use crate::mounts::{
 };
 use crate::sys;
 use crate::sys::mount::{Attributes, Depth};
+use crate::sys::spawn::PendingUserNamespace;
 use crate::wire::Setup;
 
 /// The name every session's UTS namespace gets.
@@ -70,7 +71,13 @@ pub(crate) fn identity() -> Identity {
     Identity::resolve(&host_user(), subuid.as_deref(), subgid.as_deref())
 }
 
-pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Facts, SandboxError> {
+/// `early` is a user namespace child started ahead (as root), used for the workspace idmapping
+/// unless one for the same maps is cached already.
+pub(crate) fn gather(
+    config: &SessionConfig,
+    identity: &Identity,
+    early: Option<PendingUserNamespace>,
+) -> Result<Facts, SandboxError> {
     let mut fds: Vec<OwnedFd> = Vec::new();
     let workspace_path = config.workspace.path().to_path_buf();
     utf8(&workspace_path)?;
@@ -94,7 +101,7 @@ pub(crate) fn gather(config: &SessionConfig, identity: &Identity) -> Result<Fact
             let tree = sys::mount::clone_tree(config.workspace.fd().as_fd(), Depth::Top)
                 .map_err(SandboxError::start("copy the workspace mount"))?;
             if let Some(maps) = identity.workspace_idmap(meta.uid(), meta.gid()) {
-                idmap = Some(idmap_namespace(&maps.uid_map, &maps.gid_map)?);
+                idmap = Some(idmap_namespace(&maps.uid_map, &maps.gid_map, early)?);
             }
             let attrs = Attributes {
                 set: sys::mount::NO_SUID | sys::mount::NO_DEV,
@@ -370,10 +377,25 @@ fn utf8(path: &Path) -> Result<(), SandboxError> {
     }
 }
 
+/// The idmapping user namespaces made so far, by maps.
+static CACHE: Mutex<Vec<(String, OwnedFd)>> = Mutex::new(Vec::new());
+
+/// Whether no idmapping namespace was made yet in this process: the first session (every one of
+/// a one-shot `cordon exec`) will need a new one, so it is worth starting early.
+pub(crate) fn no_idmap_cached() -> bool {
+    CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .is_empty()
+}
+
 /// A user namespace mapping the workspace owner to the sandbox ids, for the idmapped workspace
 /// mount. Made once per (maps) and kept for the life of the process.
-fn idmap_namespace(uid_map: &str, gid_map: &str) -> Result<libc::c_int, SandboxError> {
-    static CACHE: Mutex<Vec<(String, OwnedFd)>> = Mutex::new(Vec::new());
+fn idmap_namespace(
+    uid_map: &str,
+    gid_map: &str,
+    early: Option<PendingUserNamespace>,
+) -> Result<libc::c_int, SandboxError> {
     let key = format!("{uid_map}|{gid_map}");
     let mut cache = CACHE
         .lock()
@@ -381,7 +403,13 @@ fn idmap_namespace(uid_map: &str, gid_map: &str) -> Result<libc::c_int, SandboxE
     if let Some((_, fd)) = cache.iter().find(|(k, _)| *k == key) {
         return Ok(fd.as_raw_fd());
     }
-    let fd = sys::spawn::mapped_user_namespace(uid_map, gid_map)
+    let pending = match early {
+        Some(pending) => pending,
+        None => sys::spawn::start_user_namespace()
+            .map_err(SandboxError::start("create the idmapping user namespace"))?,
+    };
+    let fd = pending
+        .map(uid_map, gid_map)
         .map_err(SandboxError::start("create the idmapping user namespace"))?;
     let raw = fd.as_raw_fd();
     cache.push((key, fd));

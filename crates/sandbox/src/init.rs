@@ -9,7 +9,8 @@
 //! Init never runs untrusted code itself. It is non-dumpable from its first instruction, so a
 //! workload (same uid) can neither ptrace it nor open `/proc/1/exe`, `/proc/1/mem` or
 //! `/proc/1/fd/*`: the executable behind init — the `cordon` binary — is out of reach
-//! (CVE-2019-5736), and init holds no descriptor to it (it was exec'd through a close-on-exec fd).
+//! (CVE-2019-5736), and init holds no descriptor to it (it was exec'd through a close-on-exec fd,
+//! or, started in-process by a single-threaded host, closed it before running this code).
 
 use std::ffi::CString;
 use std::io;
@@ -40,6 +41,12 @@ pub fn main() -> ! {
         }
     };
     std::process::exit(code)
+}
+
+/// Entry point of an init cloned without `execve` (`sys::spawn::Start::InProcess`): the same
+/// code as [`main`], run in the forked child of a single-threaded host.
+pub(crate) fn main_in_process() -> ! {
+    main()
 }
 
 fn run() -> io::Result<()> {

@@ -21,7 +21,7 @@ mod session;
 mod sys;
 mod wire;
 
-pub use config::{DEFAULT_TMP_SIZE, InitProgram, Network, SessionConfig, Workspace};
+pub use config::{DEFAULT_TMP_SIZE, InitProgram, InitStart, Network, SessionConfig, Workspace};
 pub use error::SandboxError;
 pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
 pub use facts::{HOSTNAME, host_user};

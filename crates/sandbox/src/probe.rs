@@ -7,11 +7,12 @@
 //! costs about a millisecond (mostly network-namespace creation and mount-namespace teardown) and
 //! the probe runs before every `cordon exec`:
 //!
-//! * [`Probe::detect`] (before every session) reads the quick facts — the kernel's namespace
-//!   files, the `max_*_namespaces` limits, Debian's and Ubuntu's (AppArmor) switches — which catch
-//!   every common refusal with its remedy. Only when they cannot decide (AppArmor restricts user
-//!   namespaces but cordon runs under a profile) does it fork the real attempt. The session then
-//!   creates the namespaces itself, so a refusal the quick facts missed still fails closed.
+//! * [`Probe::detect`] (and, minus the cgroups layer, the check before every session) reads the
+//!   quick facts — the kernel's namespace files, the `max_*_namespaces` limits, Debian's and
+//!   Ubuntu's (AppArmor) switches — which catch every common refusal with its remedy. Only when
+//!   they cannot decide (AppArmor restricts user namespaces but cordon runs under a profile) does
+//!   it fork the real attempt. The session then creates the namespaces itself, so a refusal the
+//!   quick facts missed still fails closed.
 //! * [`Probe::detect_thorough`] (`cordon doctor`) always forks a child that creates a user, mount,
 //!   PID and network namespace, exactly as a session does.
 //!
@@ -73,6 +74,13 @@ pub enum Depth {
     Thorough,
 }
 
+/// Whether a probe asks the host's cgroup driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cgroups {
+    Probe,
+    Skip,
+}
+
 /// The status of every layer, in [`Layer::ALL`] order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
@@ -120,10 +128,27 @@ impl Probe {
             Depth::Quick => &QUICK,
             Depth::Thorough => &THOROUGH,
         };
-        cell.get_or_init(|| Probe::detect_uncached(depth)).clone()
+        cell.get_or_init(|| Probe::detect_uncached(depth, Cgroups::Probe))
+            .clone()
     }
 
-    fn detect_uncached(depth: Depth) -> Probe {
+    /// Like [`Probe::detect`], for the fail-closed check before a session: the cgroups layer is
+    /// not probed (it is reported missing as "not probed"). It is not required, and a requested
+    /// cap is checked against the host's cgroups by `cgroup::create_for_session` itself, before
+    /// anything is spawned; finding the cgroup driver means reading and parsing the mount table,
+    /// which every `cordon exec` would otherwise pay for nothing.
+    pub(crate) fn detect_for_session() -> Probe {
+        static SESSION: OnceLock<Probe> = OnceLock::new();
+        match overrides::removals_from_env() {
+            Ok(removals) => SESSION
+                .get_or_init(|| Probe::detect_uncached(Depth::Quick, Cgroups::Skip))
+                .clone()
+                .without(&removals),
+            Err(_) => Probe::detect(),
+        }
+    }
+
+    fn detect_uncached(depth: Depth, cgroups: Cgroups) -> Probe {
         let root = crate::sys::probe::effective_uid() == 0;
         let kernel = KernelVersion::running();
         let mut facts = namespaces::NamespaceFacts::quick(root);
@@ -134,19 +159,27 @@ impl Probe {
         let filter_facts = filters::FilterFacts::detect();
         let [landlock, scopes] = landlock::statuses(crate::sys::probe::landlock_abi(), kernel);
         let idmapped = idmap::status(crate::sys::probe::mount_setattr_exists(), kernel);
-        let cgroups = cgroups::status(crate::cgroup::host_driver().as_ref());
-        Probe::from_statuses(vec![
-            user,
-            mount,
-            pid,
-            network,
-            filters::seccomp(&filter_facts),
-            filters::no_new_privs(&filter_facts),
-            landlock,
-            scopes,
-            idmapped,
-            cgroups,
-        ])
+        let cgroups = match cgroups {
+            Cgroups::Probe => Some(cgroups::status(crate::cgroup::host_driver().as_ref())),
+            // Left out: `from_statuses` reports it missing as "not probed".
+            Cgroups::Skip => None,
+        };
+        Probe::from_statuses(
+            vec![
+                user,
+                mount,
+                pid,
+                network,
+                filters::seccomp(&filter_facts),
+                filters::no_new_privs(&filter_facts),
+                landlock,
+                scopes,
+                idmapped,
+            ]
+            .into_iter()
+            .chain(cgroups)
+            .collect(),
+        )
     }
 
     /// A probe from given statuses (tests, and callers replaying a report); layers missing from

@@ -67,7 +67,13 @@ impl Session {
     /// missing; see [`SandboxError::Refused`].
     pub fn open(config: SessionConfig) -> Result<Session, SandboxError> {
         let identity = facts::identity();
-        refuse_missing_layers(identity.privilege)?;
+        // As root the workspace is idmapped through a user namespace of its own; its child starts
+        // making it now, in parallel with everything up to `facts::gather` (see
+        // `PendingUserNamespace`). Not worth it when one is cached; if it cannot start, `gather`
+        // makes the namespace itself (and reports the error).
+        let early_idmap = (identity.privilege == Privilege::Root && facts::no_idmap_cached())
+            .then(sys::spawn::start_user_namespace)
+            .and_then(Result::ok);
         // Caps first: a cap that cannot be enforced refuses before anything is spawned.
         let group = cgroup::create_for_session(&session_label(), &config.caps)
             .map_err(SandboxError::Cap)?;
@@ -93,12 +99,14 @@ impl Session {
             null: null.as_fd(),
         };
         let image = InitImage::new(&fds, init::ARGV0, identity.uid, identity.gid, groups);
-        let spawned = match spawner::clone_init(image, NAMESPACES) {
+        let spawned = match spawner::clone_init(image, NAMESPACES, config.init_start) {
             Ok(spawned) => spawned,
             Err(source) => {
                 if let Some(group) = group {
                     let _ = group.remove();
                 }
+                // A missing layer is the likely cause; name it and its remedy.
+                refuse_missing_layers(identity.privilege)?;
                 return Err(SandboxError::start("create the sandbox namespaces")(source));
             }
         };
@@ -119,7 +127,18 @@ impl Session {
         };
 
         // On any failure below, dropping `session` kills init (and removes the group).
-        write_maps(session.init.pid, &session.identity)?;
+        //
+        // Fail closed: the probe runs now, while init's child is still making its namespaces (the
+        // slowest step of a start, see `sys::spawn::clone_init`), rather than before the clone.
+        // Nothing has run yet — init has built nothing and waits for its maps — so a refusal
+        // here, which kills init, is still a refusal before anything runs.
+        refuse_missing_layers(session.identity.privilege)?;
+        if let Err(err) = write_maps(session.init.pid, &session.identity) {
+            // A child that could not make its namespaces has exited already and said why; a live
+            // one ends on the closed sync pipe, so reading its report cannot block.
+            drop(sync_write);
+            return Err(reported_or(report_read.as_fd(), err));
+        }
         // Init waits for the sync byte before it execs, so it is in the group before it (or
         // anything it starts) runs a single instruction of its own.
         if let Some(group) = &session.cgroup {
@@ -131,7 +150,7 @@ impl Session {
         drop(sync_write);
         // Init is now exec'ing (loading the binary takes a while); gather the host facts
         // meanwhile. Nothing depends on them before the setup message.
-        let facts = facts::gather(&config, &session.identity)?;
+        let facts = facts::gather(&config, &session.identity, early_idmap)?;
         let borrowed: Vec<BorrowedFd<'_>> = facts.fds.iter().map(AsFd::as_fd).collect();
         wire::send(
             session.control.as_fd(),
@@ -457,14 +476,7 @@ fn write_maps(pid: i32, identity: &Identity) -> Result<(), SandboxError> {
 /// pipe, or `cause`.
 fn report_failure(report: BorrowedFd<'_>, cause: io::Error) -> SandboxError {
     match sys::spawn::read_report(report) {
-        Ok(Some((stage, errno))) => {
-            let stage = Stage::from_code(stage)
-                .map_or_else(|| format!("step {stage}"), |s| format!("{s:?}"));
-            SandboxError::Start {
-                action: format!("prepare init ({stage})"),
-                source: io::Error::from_raw_os_error(errno),
-            }
-        }
+        Ok(Some((stage, errno))) => reported(stage, errno),
         _ => SandboxError::Start {
             action: "start init".into(),
             source: cause,
@@ -472,10 +484,30 @@ fn report_failure(report: BorrowedFd<'_>, cause: io::Error) -> SandboxError {
     }
 }
 
+/// The error for what init's child wrote on the report pipe: the step and the errno.
+fn reported(stage: u32, errno: i32) -> SandboxError {
+    let stage =
+        Stage::from_code(stage).map_or_else(|| format!("step {stage}"), |s| format!("{s:?}"));
+    SandboxError::Start {
+        action: format!("prepare init ({stage})"),
+        source: io::Error::from_raw_os_error(errno),
+    }
+}
+
+/// The failure init's child reported before it got to wait for its maps, else `err`.
+fn reported_or(report: BorrowedFd<'_>, err: SandboxError) -> SandboxError {
+    match sys::spawn::read_report(report) {
+        Ok(Some((stage, errno))) if Stage::from_code(stage) != Some(Stage::WaitForMaps) => {
+            reported(stage, errno)
+        }
+        _ => err,
+    }
+}
+
 /// Fails closed: the first missing required layer refuses the session, naming the layer and the
 /// remedy. As root the idmapped workspace is required too (DESIGN §4: needed as root).
 fn refuse_missing_layers(privilege: Privilege) -> Result<(), SandboxError> {
-    let probe = Probe::detect();
+    let probe = Probe::detect_for_session();
     let mut missing: Vec<_> = probe.missing_required();
     if privilege == Privilege::Root && !probe.is_available(Layer::IdmappedMounts) {
         missing.push(probe.layer(Layer::IdmappedMounts));

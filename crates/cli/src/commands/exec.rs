@@ -15,7 +15,8 @@ use cordon_egress::Mode;
 use cordon_egress::proxy::Identity;
 use cordon_sandbox::cgroup::{self, Caps};
 use cordon_sandbox::{
-    ExecRequest, ExitStatus, InitProgram, Network, Session, SessionConfig, Stdin, Stream, Workspace,
+    ExecRequest, ExitStatus, InitProgram, InitStart, Network, Session, SessionConfig, Stdin,
+    Stream, Workspace,
 };
 
 /// Exit status for usage errors and refusals: nothing ran.
@@ -146,6 +147,10 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
         config.mask.push(resolved);
     }
     config.caps = caps;
+    // One session, one command: init may run in the cloned child without loading this binary
+    // again (the largest single start-up cost). This process holds nothing secret beyond its own
+    // environment, and init's memory is out of the sandbox's reach (see `InitStart`).
+    config.init_start = InitStart::InProcessWhenSingleThreaded;
     // The proxy's runtime exists before the session does (see `SessionProxy::runtime`).
     let egress = match egress {
         None => None,

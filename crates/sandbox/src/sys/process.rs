@@ -4,6 +4,7 @@
 use std::ffi::{CString, c_char};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Mutex;
 
 use super::{check, check_long};
 
@@ -219,11 +220,22 @@ pub(crate) fn spawn_workload(
         seal,
         failure: None,
     };
-    let mut stack = vec![0u8; CHILD_STACK];
+    // One stack for every workload's child, kept for the life of init: allocating and freeing
+    // 256 KiB per exec cost an mmap, page faults on the pages the child touches, and an munmap
+    // (whose TLB flush reaches the CPU the child ran on) every time. The lock is held until the
+    // child has exec'd or exited, so no two children ever share it (init is single-threaded
+    // anyway).
+    static STACK: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+    let mut stack = STACK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if stack.len() < CHILD_STACK {
+        *stack = vec![0u8; CHILD_STACK];
+    }
     // The stack grows down on every architecture Linux runs this on; keep 16-byte alignment.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
     // SAFETY: `launch` and `stack` outlive the child's use of them: with CLONE_VFORK this thread
-    // is suspended until the child has exec'd or exited. The child only makes system calls on
+    // is suspended until the child has exec'd or exited, and the stack stays locked until then. The child only makes system calls on
     // the prepared data, writes `launch.failure`, and never returns into our frames.
     let pid = check(unsafe {
         libc::clone(
@@ -386,6 +398,12 @@ pub(crate) fn process_parents() -> Vec<(i32, i32)> {
 /// `cordon` binary itself.
 pub(crate) fn open_own_executable() -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(std::fs::File::open("/proc/self/exe")?))
+}
+
+/// Whether the calling thread is its process's only thread (`/proc/self/task` lists one); false
+/// when that cannot be read, so the caller takes the path that is safe with threads.
+pub(crate) fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.take(2).count() == 1)
 }
 
 /// The calling process's real uid and gid.

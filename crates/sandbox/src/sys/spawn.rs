@@ -1,13 +1,28 @@
-//! Starting a session's init: `clone` into fresh namespaces and `execve` the init program.
+//! Starting a session's init: `clone` into fresh namespaces, then either `execve` the init
+//! program or, when the caller is the process's only thread, run init's code in the child itself.
 //!
-//! The caller is a thread of a multi-threaded process, so between `clone` and `execve` the child
-//! may only make raw system calls on memory prepared before the clone: no allocation, no locks, no
-//! glibc wrappers that talk to other threads (glibc's `setuid` family signals every thread it
-//! believes exists, and those threads do not exist in the child). [`InitImage`] is that memory.
+//! In general the caller is a thread of a multi-threaded process, so between `clone` and `execve`
+//! the child may only make raw system calls on memory prepared before the clone: no allocation, no
+//! locks, no glibc wrappers that talk to other threads (glibc's `setuid` family signals every
+//! thread it believes exists, and those threads do not exist in the child). [`InitImage`] is that
+//! memory.
+//!
+//! [`Start::InProcess`] skips the `execve` (loading the `cordon` binary a second time is the
+//! largest single cost of a one-shot `cordon exec`). It is sound only when the clone is made by a
+//! process's only thread: the child is then an ordinary fork of a single-threaded process, no lock
+//! can be held by a thread that does not exist in it, and Rust code (allocation included) runs
+//! there as safely as after `fork` in a single-threaded program. The child still ends up like an
+//! exec'd init: non-dumpable (right after its last credential change, before it runs any of
+//! init's code), no descriptor besides `/dev/null`, the control socket and stderr, and the binary
+//! masked by the mount plan as before.
+//!
+//! Either way the child makes its namespaces other than user and PID itself (see [`clone_init`]),
+//! so the host must not enter init's namespaces (`setns` on its pidfd, `/proc/PID/ns/*`) before
+//! init has reported ready: until the child's `unshare` they are the host's own.
 
 use std::ffi::{CString, c_char};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use super::check_long;
 
@@ -17,6 +32,16 @@ pub(crate) const CONTROL_FD: RawFd = 3;
 const REPORT_FD: RawFd = 4;
 const EXE_FD: RawFd = 5;
 const FIRST_FREE: RawFd = 6;
+
+/// How the cloned child becomes init.
+#[derive(Clone, Copy)]
+pub(crate) enum Start {
+    /// `execveat` the init program (any caller; the child makes only raw system calls).
+    Exec,
+    /// Call this function in the child, which never returns. Only for a clone made by the
+    /// process's only thread (see the module documentation); the spawner decides.
+    InProcess(fn() -> !),
+}
 
 /// What happens to the host's supplementary groups in the child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +64,7 @@ pub(crate) struct InitImage {
     uid: u32,
     gid: u32,
     groups: Groups,
+    start: Start,
     _argv: Vec<CString>,
     argv_ptrs: Vec<*const c_char>,
     envp_ptrs: [*const c_char; 1],
@@ -77,10 +103,16 @@ impl InitImage {
             uid,
             gid,
             groups,
+            start: Start::Exec,
             _argv: argv,
             argv_ptrs,
             envp_ptrs: [std::ptr::null()],
         }
+    }
+
+    /// Makes the child run `start` instead of the default [`Start::Exec`].
+    pub(crate) fn set_start(&mut self, start: Start) {
+        self.start = start;
     }
 }
 
@@ -102,6 +134,8 @@ pub(crate) enum Stage {
     Capabilities,
     Descriptors,
     Exec,
+    NonDumpable,
+    Namespaces,
 }
 
 impl Stage {
@@ -116,17 +150,29 @@ impl Stage {
             Capabilities,
             Descriptors,
             Exec,
+            NonDumpable,
+            Namespaces,
         ]
         .into_iter()
         .find(|s| *s as u32 == code)
     }
 }
 
-/// Clones a child into the namespaces in `flags` (CLONE_NEW*) and execs the init program in it.
-/// The child waits for one byte on the sync pipe (the parent writes its uid/gid maps first), then
-/// takes the sandbox identity and every capability as ambient (so they survive its `execve` as a
-/// non-zero uid), and execs. A failure before `execve` is written to the report pipe.
+/// Clones a child into the namespaces in `flags` (CLONE_NEW*) and starts init in it. The child
+/// waits for one byte on the sync pipe (the parent writes its uid/gid maps first), takes the
+/// sandbox identity, and then either (with [`Start::Exec`]) raises every capability as ambient (so
+/// they survive its `execve` as a non-zero uid) and execs, or (with [`Start::InProcess`]) keeps
+/// them — no `execve` drops them — and calls init's entry point. A failure before that is written
+/// to the report pipe.
 pub(crate) fn clone_init(image: &InitImage, flags: libc::c_int) -> io::Result<Spawned> {
+    // Only the user and PID namespaces are made by the clone itself (a PID namespace can only be
+    // entered by a new process). The others — the network namespace above all, the costliest to
+    // create — the child makes with `unshare` as its first act, holding every capability of its
+    // new user namespace, which then owns them exactly as if the clone had made them. That work
+    // runs on the child's CPU while the host writes the maps and gathers the host facts, instead
+    // of before either can start. The child reports a failure on the report pipe.
+    let at_clone = flags & (libc::CLONE_NEWUSER | libc::CLONE_NEWPID);
+    let in_child = flags & !at_clone;
     let mut pidfd: libc::c_int = -1;
     // SAFETY: a raw clone without CLONE_VM and without a new stack behaves like fork: the child
     // gets a copy of our memory and returns here on a copy of this stack. The child then runs
@@ -134,7 +180,7 @@ pub(crate) fn clone_init(image: &InitImage, flags: libc::c_int) -> io::Result<Sp
     let pid = check_long(unsafe {
         libc::syscall(
             libc::SYS_clone,
-            (flags | libc::CLONE_PIDFD | libc::SIGCHLD) as libc::c_ulong,
+            (at_clone | libc::CLONE_PIDFD | libc::SIGCHLD) as libc::c_ulong,
             0usize,
             &mut pidfd as *mut libc::c_int,
             0usize,
@@ -142,7 +188,7 @@ pub(crate) fn clone_init(image: &InitImage, flags: libc::c_int) -> io::Result<Sp
         )
     })?;
     if pid == 0 {
-        child(image);
+        child(image, in_child);
     }
     // SAFETY: CLONE_PIDFD stored a fresh close-on-exec descriptor that we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
@@ -168,16 +214,22 @@ struct CapData {
 
 const CAP_VERSION_3: u32 = 0x2008_0522;
 
-fn child(image: &InitImage) -> ! {
+fn child(image: &InitImage, unshare: libc::c_int) -> ! {
     let mut report = image.report;
     // SAFETY: raw system calls only, on integers, on stack memory, or on the pre-built argv/envp
     // arrays in `image`; nothing allocates or takes a lock. Every failure ends in `fail`, which
-    // writes 8 bytes and calls _exit.
+    // writes 8 bytes and calls _exit. The one exception is `entry` of `Start::InProcess`, which
+    // runs ordinary Rust code: the spawner chooses it only when the clone was made by the
+    // process's only thread, so this child is a plain fork of a single-threaded process.
     unsafe {
-        // Die with the spawner thread (the "parent" for PDEATHSIG), which lives as long as the
-        // host process. Init also treats EOF on the control socket as the host's death.
+        // Die with the thread that cloned us (the "parent" for PDEATHSIG): the spawner thread,
+        // or the process's only thread for an in-process init; either lives as long as the host
+        // process. Init also treats EOF on the control socket as the host's death.
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
             fail(report, Stage::DeathSignal);
+        }
+        if unshare != 0 && libc::unshare(unshare) != 0 {
+            fail(report, Stage::Namespaces);
         }
         let mut byte = 0u8;
         loop {
@@ -202,31 +254,19 @@ fn child(image: &InitImage) -> ! {
         if libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0 {
             fail(report, Stage::Uid);
         }
-        // The namespace's creator holds every capability in it, but `execve` as a non-zero uid
-        // would drop them. Copying permitted into inheritable and raising each into the ambient
-        // set keeps them across exactly this one execve; init's workloads drop all five sets.
-        let header = CapHeader {
-            version: CAP_VERSION_3,
-            pid: 0,
-        };
-        let mut data = [CapData::default(); 2];
-        if libc::syscall(
-            libc::SYS_capget,
-            &header as *const CapHeader,
-            data.as_mut_ptr(),
-        ) != 0
-        {
-            fail(report, Stage::Capabilities);
+        // Non-dumpable from here on: an in-process init holds a copy of the host's memory. Set
+        // after the last credential change, which resets dumpability to `fs.suid_dumpable`; until
+        // then the child is the host user's own process and nothing in the sandbox exists yet (an
+        // exec'd init sets it again first thing, since `execve` resets it too).
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+            fail(report, Stage::NonDumpable);
         }
-        for d in &mut data {
-            d.inheritable = d.permitted;
-        }
-        if libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) != 0 {
-            fail(report, Stage::Capabilities);
-        }
-        for cap in 0..64 {
-            // Capabilities beyond the kernel's last one fail with EINVAL; that is expected.
-            libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+        // The namespace's creator holds every capability in it, and changing between non-zero
+        // uids keeps them; but `execve` as a non-zero uid would drop them. Copying permitted
+        // into inheritable and raising each into the ambient set keeps them across exactly this
+        // one execve; init's workloads drop all five sets. An in-process init does not exec.
+        if matches!(image.start, Start::Exec) {
+            raise_ambient(report);
         }
         // Descriptors: move every source above all targets first, so no dup2 clobbers a source.
         let sources = [image.null, image.control, image.report, image.exe];
@@ -269,6 +309,13 @@ fn child(image: &InitImage) -> ! {
         {
             fail(report, Stage::Descriptors);
         }
+        if let Start::InProcess(entry) = image.start {
+            // What `execve` would have closed: the program (init must hold no descriptor to the
+            // binary) and the report pipe (its end of file tells the host init is running).
+            libc::close(EXE_FD);
+            libc::close(REPORT_FD);
+            entry();
+        }
         libc::syscall(
             libc::SYS_execveat,
             EXE_FD,
@@ -278,6 +325,37 @@ fn child(image: &InitImage) -> ! {
             libc::AT_EMPTY_PATH,
         );
         fail(report, Stage::Exec);
+    }
+}
+
+/// Copies the permitted capabilities into the inheritable and ambient sets, so they survive the
+/// coming `execve` as a non-zero uid. Raw system calls only (runs between clone and exec).
+fn raise_ambient(report: RawFd) {
+    // SAFETY: capget/capset on stack structs, prctl on integers.
+    unsafe {
+        let header = CapHeader {
+            version: CAP_VERSION_3,
+            pid: 0,
+        };
+        let mut data = [CapData::default(); 2];
+        if libc::syscall(
+            libc::SYS_capget,
+            &header as *const CapHeader,
+            data.as_mut_ptr(),
+        ) != 0
+        {
+            fail(report, Stage::Capabilities);
+        }
+        for d in &mut data {
+            d.inheritable = d.permitted;
+        }
+        if libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) != 0 {
+            fail(report, Stage::Capabilities);
+        }
+        for cap in 0..64 {
+            // Capabilities beyond the kernel's last one fail with EINVAL; that is expected.
+            libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+        }
     }
 }
 
@@ -295,44 +373,123 @@ fn fail(report: RawFd, stage: Stage) -> ! {
     }
 }
 
-/// A throwaway user namespace with the given maps, for idmapped mounts: clones a child into a new
-/// user namespace that waits on a pipe, writes its maps, opens `/proc/PID/ns/user`, then lets the
-/// child exit. The namespace lives on as long as the returned descriptor.
-pub(crate) fn mapped_user_namespace(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
-    let (read, write) = super::fd::pipe()?;
-    let (read_raw, write_raw) = (read.as_raw_fd(), write.as_raw_fd());
-    // SAFETY: as in `clone_init`: fork-like clone; the child only closes, reads and exits.
-    let pid = check_long(unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
+/// A child making a throwaway user namespace of its own, for idmapped mounts; [`Self::map`]
+/// writes its maps and returns the namespace. Started early (as root, before init is cloned), so
+/// that creating the namespace — the costliest host-side step of opening a session as root — runs
+/// on the child's CPU while the host clones init and writes its maps.
+///
+/// The child shares our memory (`CLONE_VM`, on a small stack of its own) instead of getting a
+/// copy: a fork would copy the page tables of the whole process and leave every page it touches
+/// afterwards to a copy-on-write fault. It makes the user namespace with `unshare` (allowed: it is
+/// not part of our thread group and shares no filesystem information), reports on one pipe, waits
+/// for the other to close, and exits. Its only call that can fail in practice is the `unshare`
+/// (the session's probe found user namespaces available just before); a failure is reported on
+/// the pipe and becomes an error of [`Self::map`].
+pub(crate) struct PendingUserNamespace {
+    pid: i32,
+    /// Readable once the child has made its namespace: one byte, 0 or the errno.
+    made: OwnedFd,
+    /// Closed to let the child exit.
+    release: Option<OwnedFd>,
+    /// The child's pipe ends and stack, alive until it has been reaped.
+    _ends: Box<[RawFd; 3]>,
+    _stack: Vec<u8>,
+}
+
+/// Starts a [`PendingUserNamespace`].
+pub(crate) fn start_user_namespace() -> io::Result<PendingUserNamespace> {
+    const STACK: usize = 16 << 10;
+    let (made_read, made_write) = super::fd::pipe()?;
+    let (release_read, release_write) = super::fd::pipe()?;
+    let mut ends = Box::new([
+        made_write.as_raw_fd(),
+        release_read.as_raw_fd(),
+        release_write.as_raw_fd(),
+    ]);
+    let mut stack = vec![0u8; STACK];
+    // The stack grows down; keep 16-byte alignment.
+    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+    // SAFETY: `ends` and `stack` are moved into the returned value, which reaps the child before
+    // dropping them (the heap memory does not move with the box and vector). The child runs only
+    // `make_user_namespace`: raw system calls on its own descriptor table and stack, then _exit.
+    let pid = super::check(unsafe {
+        libc::clone(
+            make_user_namespace,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::SIGCHLD,
+            ends.as_mut_ptr().cast(),
         )
     })?;
-    if pid == 0 {
-        // SAFETY: raw system calls on integers and a stack byte; _exit never returns.
-        unsafe {
-            libc::close(write_raw);
-            let mut byte = 0u8;
-            libc::read(read_raw, (&mut byte as *mut u8).cast(), 1);
-            libc::_exit(0);
+    drop((made_write, release_read));
+    Ok(PendingUserNamespace {
+        pid,
+        made: made_read,
+        release: Some(release_write),
+        _ends: ends,
+        _stack: stack,
+    })
+}
+
+impl PendingUserNamespace {
+    /// Waits for the namespace, writes its maps, and returns it; it lives on as long as the
+    /// returned descriptor.
+    pub(crate) fn map(mut self, uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
+        let mut byte = [0u8; 1];
+        match super::fd::read(self.made.as_fd(), &mut byte)? {
+            1 if byte[0] == 0 => {}
+            1 => return Err(io::Error::from_raw_os_error(i32::from(byte[0]))),
+            _ => return Err(io::Error::other("the user namespace child ended early")),
+        }
+        let pid = self.pid;
+        let result = (|| {
+            std::fs::write(format!("/proc/{pid}/uid_map"), uid_map)?;
+            std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+            std::fs::write(format!("/proc/{pid}/gid_map"), gid_map)?;
+            let file = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
+            Ok(OwnedFd::from(file))
+        })();
+        self.finish()?;
+        result
+    }
+
+    /// Lets the child exit and reaps it.
+    fn finish(&mut self) -> io::Result<()> {
+        match self.release.take() {
+            Some(release) => {
+                drop(release);
+                super::process::wait_pid(self.pid).map(drop)
+            }
+            None => Ok(()),
         }
     }
-    drop(read);
-    let pid = pid as i32;
-    let result = (|| {
-        std::fs::write(format!("/proc/{pid}/uid_map"), uid_map)?;
-        std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
-        std::fs::write(format!("/proc/{pid}/gid_map"), gid_map)?;
-        let file = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
-        Ok(OwnedFd::from(file))
-    })();
-    drop(write);
-    super::process::wait_pid(pid)?;
-    result
+}
+
+impl Drop for PendingUserNamespace {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// The child of [`start_user_namespace`]: `ends` are the report pipe's write end, the release
+/// pipe's read end, and (to close) the release pipe's write end.
+extern "C" fn make_user_namespace(ends: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `ends` points to the child's two pipe descriptors, alive until the parent has
+    // reaped us; every call acts on this child's own descriptor table, credentials and stack;
+    // _exit never returns.
+    unsafe {
+        let [made, release, ours] = *ends.cast::<[RawFd; 3]>();
+        // Our copy of the parent's end, so its close is the end of file we wait for.
+        libc::close(ours);
+        let status: u8 = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+            0
+        } else {
+            u8::try_from(*libc::__errno_location()).unwrap_or(u8::MAX)
+        };
+        libc::write(made, (&status as *const u8).cast(), 1);
+        let mut byte = 0u8;
+        libc::read(release, (&mut byte as *mut u8).cast(), 1);
+        libc::_exit(0)
+    }
 }
 
 /// Init's end of the control socket, installed at [`CONTROL_FD`] by [`clone_init`]. Call once.

@@ -1,6 +1,7 @@
 //! Processes: a fresh /proc with only the session's processes, host processes out of reach, init's
 //! executable out of reach, no capabilities, no inherited descriptors.
 
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use crate::support::*;
@@ -86,4 +87,40 @@ fn workloads_inherit_only_stdin_stdout_and_stderr() {
     assert_eq!(fds, "0\n1\n2\n3\n");
     // Control: the host process has more open (at least the session's control socket).
     assert!(std::fs::read_dir("/proc/self/fd").expect("list").count() > 4);
+}
+
+#[test]
+fn a_one_shot_init_without_exec_keeps_the_host_memory_out_of_reach() {
+    let ws = workspace();
+    let secret = format!("cordon-secret-{}", std::process::id());
+    let script = "tr '\\0' ' ' </proc/1/cmdline; echo; \
+        cat /proc/1/environ >/dev/null 2>&1 && echo environ; \
+        head -c 16 /proc/1/mem >/dev/null 2>&1 && echo mem; \
+        readlink /proc/1/exe >/dev/null 2>&1 && echo exe-link; \
+        cat /proc/1/exe >/dev/null 2>&1 && echo exe-read; \
+        ls /proc/1/fd >/dev/null 2>&1 && echo fds; \
+        grep -q HOME= /proc/self/environ && echo control";
+    let output = Command::new(init_path())
+        .arg0("cordon-sandbox-one-shot")
+        .arg(ws.path())
+        .args(["/bin/sh", "-c", script])
+        .env("CORDON_TEST_SECRET", &secret)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the one-shot runner");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let mut lines = stdout.lines();
+    // Init is the runner itself, forked without exec: its command line is the runner's (an
+    // exec'd init's would be `cordon-init`), so this test exercises the in-process path.
+    let cmdline = lines.next().unwrap_or_default();
+    assert!(
+        cmdline.starts_with("cordon-sandbox-one-shot "),
+        "init was not started in-process: {cmdline}"
+    );
+    // Nothing of init's memory, environment, executable or descriptors is reachable; the
+    // workload's own environment is (the control).
+    assert_eq!(lines.collect::<Vec<_>>(), ["control"], "{stdout}\n{stderr}");
+    assert!(!stdout.contains(&secret) && !stderr.contains(&secret));
 }

@@ -7,10 +7,14 @@ use cordon_sandbox::{ExecOutcome, ExecRequest, InitProgram, Session, SessionConf
 /// The init program: `CORDON_SANDBOX_INIT` (set by `.ci/unprivileged`, which runs a copy of the
 /// tests) or the one this build made.
 pub fn init_program() -> InitProgram {
-    let path = std::env::var_os("CORDON_SANDBOX_INIT")
+    InitProgram::open(&init_path()).expect("the init program opens")
+}
+
+/// Where the init program is (see [`init_program`]).
+pub fn init_path() -> PathBuf {
+    std::env::var_os("CORDON_SANDBOX_INIT")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cordon-sandbox-init")));
-    InitProgram::open(&path).expect("the init program opens")
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cordon-sandbox-init")))
 }
 
 /// A fresh workspace directory owned by whoever runs the tests.
