@@ -215,6 +215,13 @@ impl HostGit {
                 "core.fsmonitor=false",
                 "-c",
                 "core.attributesFile=/dev/null",
+                // A submodule's `.git` is ordinary workspace content the sandbox can write; git
+                // recursing into it would run its config (fsmonitor, filters) on the host. Never
+                // recurse: status and diff ignore submodules, and no command descends into one.
+                "-c",
+                "diff.ignoreSubmodules=all",
+                "-c",
+                "submodule.recurse=false",
             ])
             .args(args)
             .current_dir(&self.workspace)
@@ -305,6 +312,7 @@ impl HostGit {
                 "-z",
                 "--untracked-files=all",
                 "--no-renames",
+                "--ignore-submodules=all",
             ],
             None,
             None,
@@ -326,7 +334,17 @@ impl HostGit {
             {
                 return Err(HostError::Untracked(path.clone()));
             }
-            let status = self.run(&["status", "--porcelain=v1", "--", path], None, None)?;
+            let status = self.run(
+                &[
+                    "status",
+                    "--porcelain=v1",
+                    "--ignore-submodules=all",
+                    "--",
+                    path,
+                ],
+                None,
+                None,
+            )?;
             if !status.is_empty() {
                 return Err(HostError::Modified(path.clone()));
             }

@@ -220,3 +220,68 @@ fn a_swapped_git_directory_is_refused_before_git_runs() {
         )
     );
 }
+
+/// A submodule's `.git` lives in the workspace, where a step can write it. Host git must never
+/// recurse into it, or the submodule's own config (here a clean filter) would run on the host.
+#[test]
+fn a_filter_planted_in_a_submodules_git_never_runs_in_host_git() {
+    let (dir, ws) = repo();
+    // A gitlink at `sub`, as a repository with a submodule has.
+    git(
+        &ws,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            "160000,1111111111111111111111111111111111111111,sub",
+        ],
+    );
+    git(&ws, &["commit", "-q", "-m", "submodule"]);
+    // What a step can do inside the workspace: a repository at `sub` whose config defines a
+    // clean filter for its files, then a change for git to clean.
+    let sub = ws.join("sub");
+    std::fs::create_dir(&sub).expect("mkdir");
+    git(&sub, &["init", "-q"]);
+    let marker = dir.path().join("filter-ran");
+    std::fs::write(sub.join(".gitattributes"), "* filter=planted\n").expect("write");
+    std::fs::write(sub.join("f"), "one\n").expect("write");
+    git(
+        &sub,
+        &[
+            "-c",
+            "filter.planted.clean=cat",
+            "add",
+            "f",
+            ".gitattributes",
+        ],
+    );
+    git(
+        &sub,
+        &[
+            "config",
+            "filter.planted.clean",
+            &format!("sh -c 'touch {}; cat'", marker.display()),
+        ],
+    );
+    std::fs::write(sub.join("f"), "two\n").expect("write");
+
+    let h = host(&dir, &ws);
+    h.dirty_paths().expect("status");
+    h.check_tooling(&["pipeline.yaml".into()]).expect("tooling");
+    std::fs::write(ws.join("src.txt"), "changed\n").expect("write");
+    h.commit("c", RunId::from_u128(RUN), &[])
+        .expect("commit")
+        .expect("a commit");
+    assert!(!marker.exists(), "the submodule's planted filter ran");
+    let _ = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&ws)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git");
+    assert!(
+        marker.exists(),
+        "control: plain git status recurses and runs it"
+    );
+}

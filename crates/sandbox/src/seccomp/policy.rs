@@ -130,9 +130,16 @@ pub const CLONE_NEW_FLAGS: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET) as u32;
 
-/// Terminal ioctls that inject input (`TIOCSTI`) or reach the virtual console (`TIOCLINUX`): with
-/// the host's terminal as stdin they would type commands into the user's shell.
-pub const REFUSED_IOCTLS: [u32; 2] = [libc::TIOCSTI as u32, libc::TIOCLINUX as u32];
+/// Terminal ioctls refused on any descriptor, since stdin may be the host's terminal: `TIOCSTI`
+/// (inject input) and `TIOCLINUX` (reach the virtual console) would type commands into the user's
+/// shell; `TIOCSETD` would switch the host terminal's line discipline (a denial of service, and a
+/// path into line-discipline kernel code); `TIOCCONS` would redirect the console to it.
+pub const REFUSED_IOCTLS: [u32; 4] = [
+    libc::TIOCSTI as u32,
+    libc::TIOCLINUX as u32,
+    libc::TIOCSETD as u32,
+    libc::TIOCCONS as u32,
+];
 
 /// `personality(2)` values allowed: `PER_LINUX` and the query `0xffffffff`. Anything else could
 /// turn off address-space randomisation or make data executable.
@@ -254,7 +261,9 @@ pub(crate) fn compile() -> Vec<SockFilter> {
         &[
             Step::LoadArgLow(1),
             Step::JumpEq(REFUSED_IOCTLS[0], To::Refuse, To::Next),
-            Step::JumpEq(REFUSED_IOCTLS[1], To::Refuse, To::Allow),
+            Step::JumpEq(REFUSED_IOCTLS[1], To::Refuse, To::Next),
+            Step::JumpEq(REFUSED_IOCTLS[2], To::Refuse, To::Next),
+            Step::JumpEq(REFUSED_IOCTLS[3], To::Refuse, To::Allow),
         ],
     );
     // personality(persona): an unsigned int as well.

@@ -322,6 +322,30 @@ fn terminal_injection_ioctls_are_refused_even_with_high_bits_set() {
             args(&[0, 1 << 32 | tioclinux]),
             EPERM,
         ),
+        native(
+            "TIOCSETD",
+            libc::SYS_ioctl,
+            args(&[0, ioctl(libc::TIOCSETD)]),
+            EPERM,
+        ),
+        native(
+            "TIOCSETD with high bits",
+            libc::SYS_ioctl,
+            args(&[0, 1 << 40 | ioctl(libc::TIOCSETD)]),
+            EPERM,
+        ),
+        native(
+            "TIOCCONS",
+            libc::SYS_ioctl,
+            args(&[0, ioctl(libc::TIOCCONS)]),
+            EPERM,
+        ),
+        native(
+            "TIOCGWINSZ",
+            libc::SYS_ioctl,
+            args(&[0, ioctl(libc::TIOCGWINSZ)]),
+            Action::Allow,
+        ),
     ]);
 }
 
