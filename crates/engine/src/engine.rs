@@ -611,6 +611,7 @@ impl<'a> Engine<'a> {
                     }
                 })
                 .collect(),
+            protect: self.cx.tooling.iter().map(PathBuf::from).collect(),
             tmp_size: isolation.tmp_size.map(|s| s.bytes()),
             allow_git_mutations: isolation.allow_git_mutations,
         }

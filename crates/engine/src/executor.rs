@@ -38,6 +38,9 @@ pub struct SessionSpec {
     pub hide: Vec<PathBuf>,
     /// Extra host paths mounted read-only.
     pub read_only: Vec<PathBuf>,
+    /// Workspace-relative paths kept read-only inside the sandbox: the run's tooling files
+    /// (DESIGN §3), so no step can change what a later check or resume reads.
+    pub protect: Vec<PathBuf>,
     pub tmp_size: Option<u64>,
     pub allow_git_mutations: bool,
 }

@@ -128,6 +128,11 @@ pub struct SessionConfig {
     pub read_only: Vec<PathBuf>,
     /// Workspace-relative paths masked inside the sandbox (`isolation.hide`).
     pub hide: Vec<PathBuf>,
+    /// Workspace-relative paths kept read-only inside the sandbox (a run's tooling files): each
+    /// existing one becomes a read-only mount point over the workspace, so it can be neither
+    /// written, truncated, deleted nor renamed. One that does not exist is skipped; a symbolic
+    /// link is refused.
+    pub protect: Vec<PathBuf>,
     /// Host paths masked wherever they would be visible (state dir, policy file); the init
     /// program is always added.
     pub mask: Vec<PathBuf>,
@@ -151,6 +156,7 @@ impl SessionConfig {
             network: Network::None,
             read_only: Vec::new(),
             hide: Vec::new(),
+            protect: Vec::new(),
             mask: Vec::new(),
             git_mutations: GitMutations::Deny,
             tmp_size: DEFAULT_TMP_SIZE,

@@ -67,6 +67,15 @@ pub enum SandboxError {
          could repoint; replace the link with what it names, or hide the real path instead"
     )]
     HiddenSymlink { path: PathBuf },
+    /// A path to keep read-only cannot be protected by a mount.
+    #[error(
+        "`{path}` is to be kept read-only in the sandbox but {problem}; protect only real files \
+         and directories inside the workspace, named by a relative path without `..`"
+    )]
+    ProtectedPath {
+        path: PathBuf,
+        problem: &'static str,
+    },
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
     /// `allow_git_mutations` cannot keep a protected git entry read-only.

@@ -10,7 +10,7 @@
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::config::SessionConfig;
@@ -216,6 +216,12 @@ pub(crate) fn gather(
             }
         }
     }
+    let mut protect = Vec::new();
+    for relative in &config.protect {
+        if let Some(found) = protected(&workspace_path, relative)? {
+            protect.push(found);
+        }
+    }
     let masks = config
         .mask
         .iter()
@@ -234,6 +240,7 @@ pub(crate) fn gather(
         git_mutations: config.git_mutations,
         read_only,
         hide,
+        protect,
         masks,
         home: identity.home.clone(),
         passwd: identity.passwd(),
@@ -353,6 +360,38 @@ fn hidden(path: &Path) -> Result<Option<(PathBuf, Kind)>, SandboxError> {
         _ => Err(SandboxError::HiddenSymlink {
             path: path.to_path_buf(),
         }),
+    }
+}
+
+/// A workspace-relative path to keep read-only: its host path and kind if it exists, `None` if not
+/// (a tooling file absent at run start has nothing to protect). The same policy as [`hidden`]: a
+/// symlink on the way is refused, since the mount would protect what the link names now and the
+/// sandbox could repoint it. A path that is absolute or climbs with `..` is refused: the mount must
+/// land inside the workspace.
+fn protected(workspace: &Path, relative: &Path) -> Result<Option<(PathBuf, Kind)>, SandboxError> {
+    let refuse = |problem| SandboxError::ProtectedPath {
+        path: relative.to_path_buf(),
+        problem,
+    };
+    let plain = relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !plain || relative.as_os_str().is_empty() {
+        return Err(refuse("is not a relative path inside the workspace"));
+    }
+    let path = workspace.join(relative);
+    if fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let lexical: PathBuf = path.components().collect();
+    match existing(&path) {
+        Some((canonical, kind)) if canonical == lexical && canonical != workspace => {
+            Ok(Some((canonical, kind)))
+        }
+        Some((canonical, _)) if canonical == workspace => Err(refuse("is the workspace itself")),
+        _ => Err(refuse(
+            "is (or passes through) a symbolic link, which the sandbox could repoint",
+        )),
     }
 }
 

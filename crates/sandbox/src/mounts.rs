@@ -170,6 +170,9 @@ pub struct Layout {
     pub read_only: Vec<Mounted>,
     /// Existing paths to mask (`hide`, root `.env*` files), already resolved on the host.
     pub hide: Vec<(PathBuf, Kind)>,
+    /// Existing paths in the workspace kept read-only (a run's tooling files), already resolved
+    /// on the host.
+    pub protect: Vec<(PathBuf, Kind)>,
     /// Paths masked wherever they are (state dir, policy file, the cordon binary); only those
     /// visible in the sandbox need a mount.
     pub masks: Vec<(PathBuf, Kind)>,
@@ -281,6 +284,13 @@ pub fn plan(layout: &Layout) -> MountPlan {
             }
         }
     }
+    // Protected workspace entries: each bound read-only onto itself after the workspace mount
+    // (a read-only path mounted before it would be covered by it). A mount point cannot be
+    // written through, unlinked, or renamed or replaced (`EBUSY`); its directories are pinned
+    // below like those above a mask.
+    for (path, kind) in &layout.protect {
+        steps.push(bind(Source::Itself, path, *kind, Access::ReadOnly));
+    }
 
     let mut visible: Vec<&Path> = layout
         .system
@@ -302,7 +312,7 @@ pub fn plan(layout: &Layout) -> MountPlan {
         }
     }
 
-    // Masks and git mounts are attached to paths, and a mount moves with its parent directory:
+    // Masks, protected entries and git mounts are attached to paths, and a mount moves with its parent directory:
     // renaming `config/` (holding a hidden `config/secrets.yml`) or `objects/` (holding a read-only
     // `objects/info/alternates`) would carry the mount away and leave the old path free for the
     // next session to find. So every directory between the workspace (or a git directory) and

@@ -659,3 +659,35 @@ fn a_missing_sandbox_layer_exits_3_before_a_run_exists() {
         "control: with every layer it runs"
     );
 }
+
+#[test]
+fn tooling_files_are_read_only_inside_every_step() {
+    // The step succeeds only if every change to a tooling file is refused and the control, a
+    // write to an ordinary file of the workspace, lands.
+    let f = Fixture::new(
+        "name: demo\ncontext_files: [docs/ctx.md]\nsteps:\n  - name: tamper\n    command: >-\n      \
+         (echo x >> pipeline.yaml) 2>/dev/null && exit 11;\n      \
+         rm docs/ctx.md 2>/dev/null && exit 12;\n      \
+         mv docs docs2 2>/dev/null && exit 13;\n      \
+         echo ok > out.txt\n",
+    );
+    std::fs::create_dir(f.ws.join("docs")).expect("mkdir");
+    std::fs::write(f.ws.join("docs/ctx.md"), "context\n").expect("write");
+    git(&f.ws, &["add", "-A"]);
+    git(&f.ws, &["commit", "-q", "-m", "context"]);
+    let pipeline = std::fs::read_to_string(f.ws.join("pipeline.yaml")).expect("read");
+    let out = f.run(&[]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("out.txt")).expect("the control write landed"),
+        "ok\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("pipeline.yaml")).expect("read"),
+        pipeline
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("docs/ctx.md")).expect("read"),
+        "context\n"
+    );
+}

@@ -53,6 +53,7 @@ impl Executor for SandboxExecutor {
         config.network = Network::None;
         config.read_only.clone_from(&spec.read_only);
         config.hide.clone_from(&spec.hide);
+        config.protect.clone_from(&spec.protect);
         config.mask.clone_from(&self.mask);
         if let Some(size) = spec.tmp_size {
             config.tmp_size = size;

@@ -103,6 +103,7 @@ fn layout() -> Layout {
         git_mutations: GitMutations::Deny,
         read_only: Vec::new(),
         hide: Vec::new(),
+        protect: Vec::new(),
         masks: Vec::new(),
         home: "/root".into(),
         passwd: "a\nb\n".into(),
@@ -302,6 +303,51 @@ fn every_directory_above_a_mask_or_protected_git_entry_is_pinned_as_a_mount_poin
             "bind rw itself /work/ws/meta/gd/objects/info Dir",
             "bind rw itself /work/ws/config Dir",
             "bind rw itself /work/ws/config/deep Dir",
+        ],
+    );
+}
+
+#[test]
+fn protected_entries_are_read_only_mount_points_over_the_workspace_with_pinned_parents() {
+    let mut l = layout();
+    l.protect = vec![
+        ("/work/ws/pipeline.yaml".into(), Kind::File),
+        ("/work/ws/agents/review/x.agent.md".into(), Kind::File),
+        ("/work/ws/docs".into(), Kind::Dir),
+    ];
+    check(
+        l,
+        &[
+            "bind ro itself /work/ws/pipeline.yaml File",
+            "bind ro itself /work/ws/agents/review/x.agent.md File",
+            "bind ro itself /work/ws/docs Dir",
+            // Pinned, so the protected file cannot be carried away by renaming its directory.
+            "bind rw itself /work/ws/agents Dir",
+            "bind rw itself /work/ws/agents/review Dir",
+        ],
+    );
+}
+
+#[test]
+fn a_protected_entry_that_is_also_hidden_is_masked_after_its_read_only_mount() {
+    let mut l = layout();
+    l.protect = vec![("/work/ws/notes.md".into(), Kind::File)];
+    l.hide = vec![("/work/ws/notes.md".into(), Kind::File)];
+    let steps = plan(&l).steps;
+    let position = |wanted: &str| steps.iter().position(|s| describe(s) == wanted);
+    let (bound, masked) = (
+        position("bind ro itself /work/ws/notes.md File"),
+        position("mask /work/ws/notes.md File"),
+    );
+    assert!(
+        matches!((bound, masked), (Some(b), Some(m)) if b < m),
+        "{bound:?} {masked:?}"
+    );
+    check(
+        l,
+        &[
+            "bind ro itself /work/ws/notes.md File",
+            "mask /work/ws/notes.md File",
         ],
     );
 }

@@ -9,5 +9,6 @@ mod lifecycle;
 mod network;
 mod probe;
 mod process;
+mod protect;
 mod smoke;
 mod support;

@@ -280,8 +280,8 @@ fn terminal_injection_into_the_callers_pty_is_refused() {
     }
     assert_eq!(
         policy::REFUSED_IOCTLS,
-        [0x5412, 0x541c],
-        "TIOCSTI and TIOCLINUX"
+        [0x5412, 0x541c, 0x5423, 0x541d],
+        "TIOCSTI, TIOCLINUX, TIOCSETD and TIOCCONS"
     );
     // TIOCLINUX only works on a virtual console; on a pty the host's answer is not EPERM, which
     // shows the EPERM above came from the filter.
