@@ -456,6 +456,12 @@ impl PendingUserNamespace {
     fn finish(&mut self) -> io::Result<()> {
         match self.release.take() {
             Some(release) => {
+                // Release with a byte, not only by closing: another helper cloned at the same
+                // moment by another thread holds a copy of this write end (a clone copies the
+                // descriptor table, and these helpers never exec), so end of file alone could
+                // come only when that one exits — two sessions opening at once would wait for
+                // each other forever. A child that already died makes this fail; ignore it.
+                let _ = super::fd::write_all(release.as_fd(), &[0]);
                 drop(release);
                 super::process::wait_pid(self.pid).map(drop)
             }
@@ -478,7 +484,8 @@ extern "C" fn make_user_namespace(ends: *mut libc::c_void) -> libc::c_int {
     // _exit never returns.
     unsafe {
         let [made, release, ours] = *ends.cast::<[RawFd; 3]>();
-        // Our copy of the parent's end, so its close is the end of file we wait for.
+        // Our copy of the parent's write end: closed, so the release (a byte, or end of file)
+        // does not depend on us.
         libc::close(ours);
         let status: u8 = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
             0
