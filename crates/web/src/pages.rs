@@ -28,10 +28,15 @@ pub(crate) async fn run(
     let run = row.id;
     let view = state.view(row).await?;
     let last = view.last_seq;
+    // The log ends where the view ends: events appended between the two reads arrive over the
+    // stream, which the script resumes from `last_seq`. Reading past it would show a log the
+    // graph does not agree with.
+    let first = last.saturating_sub(LOG_EVENTS as u64);
     let log: Vec<Record> = state
         .read(move |r| {
             let filter = EventFilter {
-                after: last.saturating_sub(LOG_EVENTS as u64),
+                after: first,
+                limit: Some((last - first) as usize),
                 ..EventFilter::default()
             };
             Ok(r.events(run, &filter)?)

@@ -4,6 +4,7 @@
 
 use std::io::{BufRead as _, Read as _};
 use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 use crate::run::{Fixture, stderr};
 use crate::support::{get, read_all};
@@ -41,10 +42,17 @@ fn run_serves_its_page_as_line_2_and_ends_its_streams_when_the_run_ends() {
         with_token.starts_with("HTTP/1.1 303") && with_token.contains(&cookie),
         "the token becomes a cookie: {with_token}"
     );
+    // `run <ID>` is printed once `run.started` is durable; the step starts a moment later.
+    let running = "{\"status\":\"running\",\"name\":\"wait\"";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !read_all(get(&addr, &format!("/api/runs/{id}"), Some(&cookie))).contains(running) {
+        assert!(Instant::now() < deadline, "the step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let shown = read_all(get(&addr, &format!("/runs/{id}"), Some(&cookie)));
     assert!(shown.starts_with("HTTP/1.1 200"), "{shown}");
     assert!(
-        shown.contains("{\"status\":\"running\",\"name\":\"wait\""),
+        shown.contains(running),
         "the page holds the current state: {shown}"
     );
 
