@@ -161,44 +161,40 @@ pub(crate) fn gather(
         });
     }
 
-    let git = match git::discover(&workspace_path)? {
-        None => None,
-        Some(dirs) => {
-            let mut mounted = Vec::new();
-            let mut protected = Vec::new();
-            for dir in [Some(&dirs.git_dir), dirs.common_dir.as_ref()]
-                .into_iter()
-                .flatten()
-            {
-                utf8(dir)?;
-                let source = if dir.starts_with(&workspace_path) {
-                    Source::Itself
-                } else {
-                    host_source(identity, dir, idmap, &mut fds).map_err(|source| {
-                        SandboxError::ReadOnlyPath {
-                            path: dir.clone(),
-                            source,
-                        }
-                    })?
-                };
-                mounted.push(Mounted {
-                    path: dir.clone(),
-                    source,
-                    kind: Kind::Dir,
-                });
-                if config.git_mutations == GitMutations::Allow {
-                    for name in git::PROTECTED {
-                        protected.push(protected_entry(&dir.join(name))?);
-                    }
+    // The top-level git directories, then every submodule's (found through the index; see
+    // `git/submodule.rs`), each mounted the same way. A submodule path without a `.git` is kept
+    // read-only as a whole (listed with the protected entries), so none can be created in it.
+    let mut git = None;
+    let mut submodules = Vec::new();
+    let mut gitlink_paths = Vec::new();
+    if let Some(dirs) = git::discover(&workspace_path)? {
+        let found = git::submodules(&workspace_path, &dirs)?;
+        let mut mounter = GitMounter {
+            config,
+            identity,
+            workspace: &workspace_path,
+            idmap,
+            fds: &mut fds,
+            mounted: Vec::new(),
+        };
+        let top = [Some(dirs.git_dir), dirs.common_dir];
+        git = Some(mounter.layout(dirs.dot_git_file, top.into_iter().flatten())?);
+        for submodule in found {
+            match submodule.git {
+                git::SubmoduleGit::Dir(dir) => {
+                    submodules.push(mounter.layout(None, [dir])?);
+                }
+                git::SubmoduleGit::File { file, git_dir } => {
+                    submodules.push(mounter.layout(Some(file), git_dir)?);
+                }
+                git::SubmoduleGit::Missing { is_dir } => {
+                    utf8(&submodule.path)?;
+                    let kind = if is_dir { Kind::Dir } else { Kind::File };
+                    gitlink_paths.push((submodule.path, kind));
                 }
             }
-            Some(GitLayout {
-                dot_git_file: dirs.dot_git_file,
-                dirs: mounted,
-                protected,
-            })
         }
-    };
+    }
 
     let mut hide = Vec::new();
     for relative in &config.hide {
@@ -216,7 +212,7 @@ pub(crate) fn gather(
             }
         }
     }
-    let mut protect = Vec::new();
+    let mut protect = gitlink_paths;
     for relative in &config.protect {
         if let Some(found) = protected(&workspace_path, relative)? {
             protect.push(found);
@@ -237,6 +233,7 @@ pub(crate) fn gather(
             kind: Kind::Dir,
         },
         git,
+        submodules,
         git_mutations: config.git_mutations,
         read_only,
         hide,
@@ -256,9 +253,13 @@ pub(crate) fn gather(
     if !identity.home.starts_with(&workspace_path) && identity.home.parent().is_some() {
         read_write.push(identity.home.clone());
     }
-    if let Some(git) = layout
+    // With mutations allowed, git directories outside the workspace (a worktree's, and any
+    // submodule's there) are writable through Landlock too; the mount plan keeps their protected
+    // entries read-only.
+    for git in layout
         .git
-        .as_ref()
+        .iter()
+        .chain(&layout.submodules)
         .filter(|_| config.git_mutations == GitMutations::Allow)
     {
         read_write.extend(
@@ -281,6 +282,72 @@ pub(crate) fn gather(
         devices,
     };
     Ok(Facts { setup, fds })
+}
+
+/// Turns git directories into [`GitLayout`]s, making the host descriptors they need and
+/// remembering what is mounted already.
+struct GitMounter<'a> {
+    config: &'a SessionConfig,
+    identity: &'a Identity,
+    workspace: &'a Path,
+    idmap: Option<libc::c_int>,
+    fds: &'a mut Vec<OwnedFd>,
+    /// The git directories mounted so far.
+    mounted: Vec<PathBuf>,
+}
+
+impl GitMounter<'_> {
+    /// The layout of one repository: its `.git` file (if any) and git directories. A directory
+    /// already mounted (a submodule `.git` file naming the top-level git directory) is not
+    /// mounted twice. One inside the workspace or inside a git directory mounted before it (a
+    /// submodule's in `<gitdir>/modules/`, a worktree's included) is already in the new root at
+    /// its host path, so it is bound onto itself there; any other is mounted from a host
+    /// descriptor like a `--ro` path.
+    fn layout(
+        &mut self,
+        dot_git_file: Option<PathBuf>,
+        dirs: impl IntoIterator<Item = PathBuf>,
+    ) -> Result<GitLayout, SandboxError> {
+        let mut mounted = Vec::new();
+        let mut protected = Vec::new();
+        if let Some(file) = &dot_git_file {
+            utf8(file)?;
+        }
+        for dir in dirs {
+            if self.mounted.contains(&dir) {
+                continue;
+            }
+            utf8(&dir)?;
+            let visible =
+                dir.starts_with(self.workspace) || self.mounted.iter().any(|m| dir.starts_with(m));
+            let source = if visible {
+                Source::Itself
+            } else {
+                host_source(self.identity, &dir, self.idmap, self.fds).map_err(|source| {
+                    SandboxError::ReadOnlyPath {
+                        path: dir.clone(),
+                        source,
+                    }
+                })?
+            };
+            if self.config.git_mutations == GitMutations::Allow {
+                for name in git::PROTECTED {
+                    protected.push(protected_entry(&dir.join(name))?);
+                }
+            }
+            self.mounted.push(dir.clone());
+            mounted.push(Mounted {
+                path: dir,
+                source,
+                kind: Kind::Dir,
+            });
+        }
+        Ok(GitLayout {
+            dot_git_file,
+            dirs: mounted,
+            protected,
+        })
+    }
 }
 
 /// A protected git entry under `allow_git_mutations`: it must exist and be a real file or

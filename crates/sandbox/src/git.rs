@@ -14,6 +14,15 @@
 //! * a symlinked `.git` is refused, since the link itself could be swapped between sessions;
 //! * every file is read with `O_NOFOLLOW | O_NONBLOCK`, must be a regular file, and at most
 //!   [`MAX_POINTER`] bytes are read, so a FIFO cannot hang the host nor `/dev/zero` exhaust it.
+//!
+//! Submodules (gitlinks) get the same treatment through [`submodules`]: their paths come from the
+//! index (`index.rs`), what their `.git` is from `submodule.rs`.
+
+mod index;
+mod submodule;
+
+pub use index::IndexError;
+pub use submodule::{MAX_DEPTH, MAX_INDEX, MAX_SUBMODULES, Submodule, SubmoduleGit, submodules};
 
 use std::fs;
 use std::io::{self, Read};
@@ -31,12 +40,41 @@ pub enum GitError {
          the sandbox. Replace it with the directory it names or with a `gitdir:` file"
     )]
     SymlinkedDotGit { path: PathBuf },
-    #[error("cannot read `{path}` to find the workspace's git directory")]
+    #[error("cannot read `{path}` to find the workspace's git directories")]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+    #[error(
+        "the submodule path `{path}` is (or passes through) a symbolic link, which the sandbox \
+         could repoint; replace the link with the directory it names"
+    )]
+    SymlinkedSubmodule { path: PathBuf },
+    /// The index cannot be parsed: cordon cannot tell which submodules to protect, so it refuses
+    /// rather than leave one writable.
+    #[error(
+        "cannot parse the git index `{path}` to find the submodules to protect; rewrite it on \
+         the host with `git update-index --index-version 2` (or `git read-tree HEAD` if it is \
+         damaged)"
+    )]
+    Index {
+        path: PathBuf,
+        #[source]
+        source: IndexError,
+    },
+    #[error(
+        "the workspace has more than {limit} submodules, more than cordon protects; split the \
+         work tree or deinitialise some with `git submodule deinit`"
+    )]
+    TooManySubmodules { limit: usize },
+}
+
+/// Parses `bytes` as a git index and returns its gitlink paths: the entry point of the
+/// `git_index` fuzz target, not an API.
+#[doc(hidden)]
+pub fn fuzz_index(bytes: &[u8]) -> Option<Vec<PathBuf>> {
+    index::parse(bytes).ok().map(|parsed| parsed.gitlinks)
 }
 
 /// The git directories of a workspace, canonical.

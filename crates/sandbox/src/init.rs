@@ -44,8 +44,16 @@ pub fn main() -> ! {
 }
 
 /// Entry point of an init cloned without `execve` (`sys::spawn::Start::InProcess`): the same
-/// code as [`main`], run in the forked child of a single-threaded host.
+/// code as [`main`], run in the forked child of a single-threaded host — after replacing the
+/// host's command line, which this process inherited as a copy and a workload could otherwise
+/// read in `/proc/1/cmdline` (an exec'd init's is just [`ARGV0`]). A failure ends init before
+/// the session exists: fail closed rather than show the host's argv.
 pub(crate) fn main_in_process() -> ! {
+    let name = CString::new(ARGV0).unwrap_or_default();
+    if let Err(err) = sys::cmdline::replace(&name) {
+        eprintln!("cordon-init: cannot replace the host's command line: {err}");
+        std::process::exit(1)
+    }
     main()
 }
 

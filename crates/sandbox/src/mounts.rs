@@ -166,6 +166,9 @@ pub struct Layout {
     pub system: Vec<SystemEntry>,
     pub workspace: Mounted,
     pub git: Option<GitLayout>,
+    /// The submodules' git layouts (`.git` files and git directories), each mounted like `git`.
+    /// A submodule path without a `.git` is in `protect` instead (read-only as a whole).
+    pub submodules: Vec<GitLayout>,
     pub git_mutations: GitMutations,
     pub read_only: Vec<Mounted>,
     /// Existing paths to mask (`hide`, root `.env*` files), already resolved on the host.
@@ -263,7 +266,10 @@ pub fn plan(layout: &Layout) -> MountPlan {
         Access::ReadWrite,
     ));
 
-    if let Some(git) = &layout.git {
+    // The top-level git layout and every submodule's get the same treatment: a submodule's git
+    // directory reconfigures the host's git (its `core.fsmonitor` runs on `git status`) exactly
+    // like the top-level one.
+    for git in layout.git.iter().chain(&layout.submodules) {
         // The git directory is a mount point either way, so it can be neither renamed nor
         // replaced; read-only as a whole unless mutations are allowed, and then the entries that
         // would let a sandbox reconfigure the host's git (hooks, config, alternates) stay
@@ -319,7 +325,7 @@ pub fn plan(layout: &Layout) -> MountPlan {
     // such a target becomes a mount point itself — bound onto itself, its flags kept — and the
     // kernel refuses to rename a mount point (`EBUSY`).
     let mut roots: Vec<&Path> = vec![&layout.workspace.path];
-    if let Some(git) = &layout.git {
+    for git in layout.git.iter().chain(&layout.submodules) {
         roots.extend(git.dirs.iter().map(|d| d.path.as_path()));
     }
     let targets: Vec<PathBuf> = steps.iter().map(|s| s.target().to_path_buf()).collect();

@@ -2,6 +2,7 @@
 //! why it is sound.
 #![allow(unsafe_code)]
 
+pub(crate) mod cmdline;
 pub(crate) mod fd;
 pub(crate) mod filter;
 pub(crate) mod mount;

@@ -100,6 +100,7 @@ fn layout() -> Layout {
             kind: Kind::Dir,
         },
         git: None,
+        submodules: Vec::new(),
         git_mutations: GitMutations::Deny,
         read_only: Vec::new(),
         hide: Vec::new(),
@@ -377,4 +378,90 @@ fn a_workspace_under_tmp_is_mounted_after_the_private_tmp() {
             .expect(prefix)
     };
     assert!(position("sharedtmp /tmp") < position("bind rw fd0 /tmp/x/ws"));
+}
+
+/// The top-level git directory of `layout()`'s workspace, read-only.
+fn top_git() -> GitLayout {
+    GitLayout {
+        dot_git_file: None,
+        dirs: vec![Mounted {
+            path: "/work/ws/.git".into(),
+            source: Source::Itself,
+            kind: Kind::Dir,
+        }],
+        protected: vec![("/work/ws/.git/config".into(), Kind::File)],
+    }
+}
+
+#[test]
+fn a_submodule_git_file_and_the_directory_it_names_are_read_only_mount_points() {
+    let mut l = layout();
+    l.git = Some(top_git());
+    l.submodules = vec![
+        GitLayout {
+            dot_git_file: Some("/work/ws/lib/sub/.git".into()),
+            dirs: vec![Mounted {
+                path: "/work/ws/.git/modules/lib/sub".into(),
+                source: Source::Itself,
+                kind: Kind::Dir,
+            }],
+            protected: vec![("/work/ws/.git/modules/lib/sub/config".into(), Kind::File)],
+        },
+        GitLayout {
+            dot_git_file: None,
+            dirs: vec![Mounted {
+                path: "/work/ws/vendor/.git".into(),
+                source: Source::Itself,
+                kind: Kind::Dir,
+            }],
+            protected: Vec::new(),
+        },
+    ];
+    // An uninitialised submodule: its empty directory is kept read-only whole.
+    l.protect = vec![("/work/ws/empty-sub".into(), Kind::Dir)];
+    check(
+        l,
+        &[
+            "bind ro itself /work/ws/.git Dir",
+            "bind ro itself /work/ws/lib/sub/.git File",
+            "bind ro itself /work/ws/.git/modules/lib/sub Dir",
+            "bind ro itself /work/ws/vendor/.git Dir",
+            "bind ro itself /work/ws/empty-sub Dir",
+            // Pinned: neither the submodule nor its git directory can be moved away and replaced.
+            "bind rw itself /work/ws/lib Dir",
+            "bind rw itself /work/ws/lib/sub Dir",
+            "bind rw itself /work/ws/vendor Dir",
+            // Inside the read-only `.git`, so still read-only: a copy keeps its mount's flags.
+            "bind rw itself /work/ws/.git/modules Dir",
+            "bind rw itself /work/ws/.git/modules/lib Dir",
+        ],
+    );
+}
+
+#[test]
+fn allowed_git_mutations_keep_a_submodule_config_read_only_like_the_top_level_one() {
+    let mut l = layout();
+    l.git_mutations = GitMutations::Allow;
+    l.git = Some(top_git());
+    l.submodules = vec![GitLayout {
+        dot_git_file: Some("/work/ws/sub/.git".into()),
+        dirs: vec![Mounted {
+            path: "/work/ws/.git/modules/sub".into(),
+            source: Source::Itself,
+            kind: Kind::Dir,
+        }],
+        protected: vec![("/work/ws/.git/modules/sub/config".into(), Kind::File)],
+    }];
+    check(
+        l,
+        &[
+            "bind rw itself /work/ws/.git Dir",
+            "bind ro itself /work/ws/.git/config File",
+            "bind ro itself /work/ws/sub/.git File",
+            "bind rw itself /work/ws/.git/modules/sub Dir",
+            "bind ro itself /work/ws/.git/modules/sub/config File",
+            "bind rw itself /work/ws/sub Dir",
+            "bind rw itself /work/ws/.git/modules Dir",
+        ],
+    );
 }

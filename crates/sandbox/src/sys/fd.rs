@@ -249,3 +249,48 @@ pub(crate) fn dup_stdin() -> io::Result<Option<OwnedFd>> {
     // SAFETY: the descriptor is fresh and ours.
     Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
+
+/// Closes every descriptor from 3 up except those in `keep` (sorted in place), with one
+/// `close_range` per gap. Raw system calls on integers and stack memory only, no allocation and
+/// no lock: callable in a child between `clone` and `execve`, or in a helper that never execs.
+/// Returns `false` when a `close_range` failed (errno says why).
+///
+/// Why helpers need it: a clone copies the whole descriptor table, including descriptors the
+/// host opened without close-on-exec (or that another thread opened a moment ago and has not yet
+/// marked), and a helper that never execs would keep them open for its whole life — a run's lock
+/// file held by an idmap helper kept the run looking alive after it ended. So every process
+/// cordon clones that does not exec at once closes everything it does not need, first thing.
+///
+/// # Safety
+///
+/// Only in a child process whose descriptor table is its own (no `CLONE_FILES`) and that will
+/// neither use nor drop any descriptor-owning object it inherited from its parent other than
+/// those in `keep`: the descriptors they own are gone.
+pub(crate) unsafe fn close_all_except(keep: &mut [RawFd]) -> bool {
+    // Insertion sort: tiny input, no allocation.
+    for i in 1..keep.len() {
+        let mut j = i;
+        while j > 0 && keep[j - 1] > keep[j] {
+            keep.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    let mut from: libc::c_uint = 3;
+    for &fd in keep.iter() {
+        let Ok(fd) = libc::c_uint::try_from(fd) else {
+            continue;
+        };
+        // Below 3 (stdio, untouched) or a duplicate in `keep`.
+        if fd < from {
+            continue;
+        }
+        // SAFETY: close_range on integers; the caller guarantees nothing else uses what closes.
+        if fd > from && unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0) } != 0 {
+            return false;
+        }
+        // A descriptor number is below `c_int::MAX`, so this cannot overflow.
+        from = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, libc::c_uint::MAX, 0) == 0 }
+}

@@ -105,10 +105,17 @@ struct Job {
 fn child(job: &mut Job) -> ! {
     // SAFETY: raw system calls only, on integers and on memory inside `job` (the child's own
     // copy of the parent's stack frame); nothing allocates or takes a lock. Every path ends in
-    // `_exit`.
+    // `_exit`, so nothing inherited is ever dropped after `close_all_except`.
     unsafe {
         let mut listener: libc::c_int = -1;
-        if libc::setns(job.pidfd, libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
+        // First thing: keep only init's pidfd and our socket. The fork copied the host's whole
+        // descriptor table (lock files, other sessions' sockets), and none of it may live on in
+        // this helper, however briefly, or reach the session's network namespace.
+        let mut keep = [job.pidfd, job.socket];
+        if !super::fd::close_all_except(&mut keep) {
+            job.errno = *libc::__errno_location();
+        }
+        if job.errno == 0 && libc::setns(job.pidfd, libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
             job.errno = *libc::__errno_location();
         }
         if job.errno == 0 {

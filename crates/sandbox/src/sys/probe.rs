@@ -35,7 +35,17 @@ pub(crate) fn try_namespaces() -> io::Result<NamespaceAttempt> {
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         let mut report = [NOT_TRIED; 4];
-        report[0] = unshare_errno(libc::CLONE_NEWUSER);
+        // First thing: keep only the report pipe. The fork copied the host's whole descriptor
+        // table (lock files, other threads' sockets); this child never execs, and must not hold
+        // any of it even for the moment it lives. A failure is reported as the first attempt's.
+        let mut keep = [write_fd];
+        // SAFETY: this child never uses or drops anything it inherited but `write_fd`.
+        if !unsafe { super::fd::close_all_except(&mut keep) } {
+            // SAFETY: reads this thread's errno.
+            report[0] = unsafe { *libc::__errno_location() };
+        } else {
+            report[0] = unshare_errno(libc::CLONE_NEWUSER);
+        }
         if report[0] == 0 {
             report[1] = unshare_errno(libc::CLONE_NEWNS);
             report[2] = unshare_errno(libc::CLONE_NEWPID);

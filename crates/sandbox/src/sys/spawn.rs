@@ -31,7 +31,9 @@ use super::check_long;
 pub(crate) const CONTROL_FD: RawFd = 3;
 const REPORT_FD: RawFd = 4;
 const EXE_FD: RawFd = 5;
-const FIRST_FREE: RawFd = 6;
+/// The sync pipe's read end, until the maps are written (then closed).
+const SYNC_FD: RawFd = 6;
+const FIRST_FREE: RawFd = 7;
 
 /// How the cloned child becomes init.
 #[derive(Clone, Copy)]
@@ -222,6 +224,56 @@ fn child(image: &InitImage, unshare: libc::c_int) -> ! {
     // runs ordinary Rust code: the spawner chooses it only when the clone was made by the
     // process's only thread, so this child is a plain fork of a single-threaded process.
     unsafe {
+        // Descriptors first of all: the clone copied the host's whole table (lock files, the
+        // sockets of other sessions, anything another thread just opened), and this child lives
+        // on — waiting for its maps, and as init itself when started in-process — so it keeps
+        // only what it needs, at fixed numbers, before doing anything else. Every source is moved
+        // above all targets first, so no dup2 clobbers a source.
+        let sources = [
+            image.null,
+            image.control,
+            image.report,
+            image.exe,
+            image.sync,
+        ];
+        let mut high = FIRST_FREE;
+        for fd in sources {
+            high = high.max(fd + 1);
+        }
+        let mut moved = [0 as RawFd; 5];
+        for (slot, fd) in moved.iter_mut().zip(sources) {
+            *slot = libc::fcntl(fd, libc::F_DUPFD, high);
+            if *slot < 0 {
+                fail(report, Stage::Descriptors);
+            }
+        }
+        let [null, control, rep, exe, sync] = moved;
+        for (from, to) in [
+            (null, 0),
+            (null, 1),
+            (control, CONTROL_FD),
+            (rep, REPORT_FD),
+            (exe, EXE_FD),
+            (sync, SYNC_FD),
+        ] {
+            if libc::dup2(from, to) < 0 {
+                fail(report, Stage::Descriptors);
+            }
+        }
+        report = REPORT_FD;
+        // The report pipe and the program must vanish at execve; nothing else may reach init.
+        for fd in [REPORT_FD, EXE_FD] {
+            if libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
+                fail(report, Stage::Descriptors);
+            }
+        }
+        // Everything from FIRST_FREE up (the moved copies and all the host's) goes; 0-2 and the
+        // fixed slots stay. The child never drops an object it inherited (it execs, or runs
+        // init's entry point, which never returns), so no owner sees its descriptor vanish.
+        let mut keep = [0, 1, 2, CONTROL_FD, REPORT_FD, EXE_FD, SYNC_FD];
+        if !super::fd::close_all_except(&mut keep) {
+            fail(report, Stage::Descriptors);
+        }
         // Die with the thread that cloned us (the "parent" for PDEATHSIG): the spawner thread,
         // or the process's only thread for an in-process init; either lives as long as the host
         // process. Init also treats EOF on the control socket as the host's death.
@@ -233,7 +285,7 @@ fn child(image: &InitImage, unshare: libc::c_int) -> ! {
         }
         let mut byte = 0u8;
         loop {
-            let n = libc::read(image.sync, (&mut byte as *mut u8).cast(), 1);
+            let n = libc::read(SYNC_FD, (&mut byte as *mut u8).cast(), 1);
             if n == 1 {
                 break;
             }
@@ -242,6 +294,7 @@ fn child(image: &InitImage, unshare: libc::c_int) -> ! {
             }
             fail(report, Stage::WaitForMaps);
         }
+        libc::close(SYNC_FD);
         if image.groups == Groups::Clear
             && libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) != 0
         {
@@ -267,47 +320,6 @@ fn child(image: &InitImage, unshare: libc::c_int) -> ! {
         // one execve; init's workloads drop all five sets. An in-process init does not exec.
         if matches!(image.start, Start::Exec) {
             raise_ambient(report);
-        }
-        // Descriptors: move every source above all targets first, so no dup2 clobbers a source.
-        let sources = [image.null, image.control, image.report, image.exe];
-        let mut high = FIRST_FREE;
-        for fd in sources {
-            high = high.max(fd + 1);
-        }
-        let mut moved = [0 as RawFd; 4];
-        for (slot, fd) in moved.iter_mut().zip(sources) {
-            *slot = libc::fcntl(fd, libc::F_DUPFD, high);
-            if *slot < 0 {
-                fail(report, Stage::Descriptors);
-            }
-        }
-        let [null, control, rep, exe] = moved;
-        for (from, to) in [
-            (null, 0),
-            (null, 1),
-            (control, CONTROL_FD),
-            (rep, REPORT_FD),
-            (exe, EXE_FD),
-        ] {
-            if libc::dup2(from, to) < 0 {
-                fail(report, Stage::Descriptors);
-            }
-        }
-        report = REPORT_FD;
-        // The report pipe and the program must vanish at execve; nothing else may reach init.
-        for fd in [REPORT_FD, EXE_FD] {
-            if libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
-                fail(report, Stage::Descriptors);
-            }
-        }
-        if libc::syscall(
-            libc::SYS_close_range,
-            FIRST_FREE as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        ) != 0
-        {
-            fail(report, Stage::Descriptors);
         }
         if let Start::InProcess(entry) = image.start {
             // What `execve` would have closed: the program (init must hold no descriptor to the
@@ -477,17 +489,24 @@ impl Drop for PendingUserNamespace {
 }
 
 /// The child of [`start_user_namespace`]: `ends` are the report pipe's write end, the release
-/// pipe's read end, and (to close) the release pipe's write end.
+/// pipe's read end, and (closed with everything else) the release pipe's write end.
 extern "C" fn make_user_namespace(ends: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `ends` points to the child's two pipe descriptors, alive until the parent has
-    // reaped us; every call acts on this child's own descriptor table, credentials and stack;
-    // _exit never returns.
+    // reaped us; every call acts on this child's own descriptor table (a clone without
+    // CLONE_FILES copies it), credentials and stack; _exit never returns. The child never drops
+    // anything it shares with the parent, so closing the parent's descriptors in its own table
+    // (`close_all_except`) cannot disturb an owner.
     unsafe {
-        let [made, release, ours] = *ends.cast::<[RawFd; 3]>();
-        // Our copy of the parent's write end: closed, so the release (a byte, or end of file)
-        // does not depend on us.
-        libc::close(ours);
-        let status: u8 = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+        let [made, release, _ours] = *ends.cast::<[RawFd; 3]>();
+        // First thing: close every descriptor but the two pipe ends. The table is a copy of the
+        // host's at the moment of the clone — lock files and sockets of other threads included —
+        // and this child lives until the host has written the maps. Our copy of the release
+        // pipe's write end goes too, so the release (a byte, or end of file) does not depend on
+        // us. A failure is reported like a failed `unshare`.
+        let mut keep = [made, release];
+        let status: u8 = if !super::fd::close_all_except(&mut keep) {
+            u8::try_from(*libc::__errno_location()).unwrap_or(u8::MAX)
+        } else if libc::unshare(libc::CLONE_NEWUSER) == 0 {
             0
         } else {
             u8::try_from(*libc::__errno_location()).unwrap_or(u8::MAX)
@@ -527,3 +546,6 @@ pub(crate) fn read_report(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, i32)>> 
         i32::from_le_bytes([e0, e1, e2, e3]),
     )))
 }
+
+#[cfg(test)]
+mod tests;

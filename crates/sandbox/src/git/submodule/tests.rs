@@ -1,0 +1,252 @@
+//! Submodule discovery over real repositories made with `git` in temporary directories.
+
+use std::process::Command;
+
+use super::*;
+use crate::git::discover;
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.test"])
+        .args([
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A repository with one commit, in a fresh temporary directory.
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "."]);
+    fs::write(dir.path().join("file"), "x").unwrap();
+    git(dir.path(), &["add", "file"]);
+    git(dir.path(), &["commit", "-q", "-m", "one"]);
+    dir
+}
+
+/// A workspace holding a real submodule at `lib/sub` (its `.git` a `gitdir:` file naming
+/// `.git/modules/lib/sub`), whose upstream has a submodule of its own at `inner`.
+fn with_submodule() -> (tempfile::TempDir, tempfile::TempDir, tempfile::TempDir) {
+    let inner = repo();
+    let upstream = repo();
+    git(
+        upstream.path(),
+        &[
+            "submodule",
+            "add",
+            "-q",
+            inner.path().to_str().unwrap(),
+            "inner",
+        ],
+    );
+    git(upstream.path(), &["commit", "-q", "-m", "inner"]);
+    let ws = repo();
+    git(
+        ws.path(),
+        &[
+            "submodule",
+            "add",
+            "-q",
+            upstream.path().to_str().unwrap(),
+            "lib/sub",
+        ],
+    );
+    git(
+        ws.path(),
+        &["submodule", "update", "-q", "--init", "--recursive"],
+    );
+    (ws, upstream, inner)
+}
+
+fn found(ws: &Path) -> Result<Vec<Submodule>, GitError> {
+    let dirs = discover(ws).unwrap().expect("a repository");
+    submodules(ws, &dirs)
+}
+
+#[test]
+fn a_real_submodule_and_its_nested_one_are_found_with_their_git_directories() {
+    let (ws, _upstream, _inner) = with_submodule();
+    let ws = ws.path().canonicalize().unwrap();
+    let modules = ws.join(".git/modules/lib/sub");
+    let expected = vec![
+        Submodule {
+            path: ws.join("lib/sub"),
+            git: SubmoduleGit::File {
+                file: ws.join("lib/sub/.git"),
+                git_dir: Some(modules.clone()),
+            },
+        },
+        Submodule {
+            path: ws.join("lib/sub/inner"),
+            git: SubmoduleGit::File {
+                file: ws.join("lib/sub/inner/.git"),
+                git_dir: Some(modules.join("modules/inner")),
+            },
+        },
+    ];
+    assert_eq!(found(&ws).unwrap(), expected);
+}
+
+#[test]
+fn each_kind_of_gitlink_path_is_classified_or_refused() {
+    let (ws, _upstream, _inner) = with_submodule();
+    let ws = ws.path().canonicalize().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let sub = ws.join("lib/sub");
+    let first = |ws: &Path| found(ws).map(|s| s.into_iter().next().map(|s| s.git));
+    // Each row changes the checked-out submodule, then says what discovery must make of it.
+    type Change = Box<dyn Fn()>;
+    type Row = (
+        &'static str,
+        Change,
+        Result<Option<SubmoduleGit>, &'static str>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "a `.git` naming a directory outside everything is kept but its target not mounted",
+            Box::new({
+                let (sub, out) = (sub.clone(), outside.path().to_path_buf());
+                move || fs::write(sub.join(".git"), format!("gitdir: {}\n", out.display())).unwrap()
+            }),
+            Ok(Some(SubmoduleGit::File {
+                file: sub.join(".git"),
+                git_dir: None,
+            })),
+        ),
+        (
+            "a `.git` directory is a git directory",
+            Box::new({
+                let sub = sub.clone();
+                move || {
+                    fs::remove_file(sub.join(".git")).unwrap();
+                    fs::create_dir(sub.join(".git")).unwrap();
+                }
+            }),
+            Ok(Some(SubmoduleGit::Dir(sub.join(".git")))),
+        ),
+        (
+            "no `.git` keeps the directory read-only",
+            Box::new({
+                let sub = sub.clone();
+                move || fs::remove_dir(sub.join(".git")).unwrap()
+            }),
+            Ok(Some(SubmoduleGit::Missing { is_dir: true })),
+        ),
+        (
+            "a symlinked `.git` is refused",
+            Box::new({
+                let sub = sub.clone();
+                move || std::os::unix::fs::symlink("/tmp", sub.join(".git")).unwrap()
+            }),
+            Err("symlinked .git"),
+        ),
+        (
+            "a symlinked parent directory is refused",
+            Box::new({
+                let (ws, out) = (ws.clone(), outside.path().to_path_buf());
+                move || {
+                    fs::rename(ws.join("lib"), out.join("lib")).unwrap();
+                    std::os::unix::fs::symlink(out.join("lib"), ws.join("lib")).unwrap();
+                }
+            }),
+            Err("symlinked submodule"),
+        ),
+        (
+            "an absent gitlink path is left out",
+            Box::new({
+                let ws = ws.clone();
+                move || fs::remove_file(ws.join("lib")).unwrap()
+            }),
+            Ok(None),
+        ),
+        (
+            "a file at the gitlink path is kept read-only",
+            Box::new({
+                let ws = ws.clone();
+                move || {
+                    fs::create_dir(ws.join("lib")).unwrap();
+                    fs::write(ws.join("lib/sub"), "").unwrap();
+                }
+            }),
+            Ok(Some(SubmoduleGit::Missing { is_dir: false })),
+        ),
+    ];
+    for (what, change, expected) in rows {
+        change();
+        let actual = first(&ws);
+        match (actual, expected) {
+            (Ok(actual), Ok(expected)) => assert_eq!(actual, expected, "{what}"),
+            (Err(GitError::SymlinkedDotGit { .. }), Err("symlinked .git")) => {
+                fs::remove_file(sub.join(".git")).unwrap();
+            }
+            (Err(GitError::SymlinkedSubmodule { .. }), Err("symlinked submodule")) => {}
+            (actual, expected) => panic!("{what}: got {actual:?}, want {expected:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_index_cordon_cannot_parse_or_read_refuses_the_session() {
+    let ws = repo();
+    let index = ws.path().join(".git/index");
+    fs::write(&index, b"DIRC\0\0\0\x09garbage").unwrap();
+    assert!(
+        matches!(found(ws.path()), Err(GitError::Index { .. })),
+        "unknown version"
+    );
+    fs::remove_file(&index).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &index).unwrap();
+    assert!(
+        matches!(found(ws.path()), Err(GitError::Read { .. })),
+        "a symlinked index"
+    );
+    fs::remove_file(&index).unwrap();
+    assert_eq!(found(ws.path()).unwrap(), Vec::new(), "no index at all");
+}
+
+#[test]
+fn more_gitlinks_than_cordon_protects_refuse_the_session() {
+    let ws = repo();
+    let oid = "0123456789abcdef0123456789abcdef01234567";
+    let lines: String = (0..=MAX_SUBMODULES)
+        .map(|n| format!("160000 {oid}\tm/{n}\n"))
+        .collect();
+    let mut child = Command::new("git")
+        .args(["update-index", "--index-info"])
+        .current_dir(ws.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), lines.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    for n in 0..=MAX_SUBMODULES {
+        fs::create_dir_all(ws.path().join(format!("m/{n}"))).unwrap();
+    }
+    assert!(matches!(
+        found(ws.path()),
+        Err(GitError::TooManySubmodules {
+            limit: MAX_SUBMODULES
+        })
+    ));
+    // At the limit itself, every one is found.
+    git(
+        ws.path(),
+        &[
+            "update-index",
+            "--force-remove",
+            &format!("m/{MAX_SUBMODULES}"),
+        ],
+    );
+    assert_eq!(found(ws.path()).unwrap().len(), MAX_SUBMODULES);
+}

@@ -1,0 +1,198 @@
+//! Submodules: every gitlink's `.git` (a `gitdir:` file or a directory) and the git directory it
+//! names are as read-only as the top-level git directory, so a step cannot plant a
+//! `core.fsmonitor` that the user's next `git status` on the host would run.
+
+use std::path::Path;
+use std::process::Command;
+
+use cordon_sandbox::mounts::GitMutations;
+use cordon_sandbox::{SandboxError, Session};
+
+use crate::support::*;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.test"])
+        .args([
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn committed_repo(dir: &Path) {
+    git(dir, &["init", "-q", "."]);
+    std::fs::write(dir.join("file"), "x").expect("write");
+    git(dir, &["add", "file"]);
+    git(dir, &["commit", "-q", "-m", "one"]);
+}
+
+/// A workspace with three gitlinks: `lib/sub`, a real submodule (`.git` file naming
+/// `.git/modules/lib/sub`); `vendor/emb`, an embedded repository (`.git` directory); and
+/// `empty-sub`, an uninitialised one (an empty directory). Returns the upstream too, which must
+/// outlive the workspace's use.
+fn workspace_with_submodules() -> (tempfile::TempDir, tempfile::TempDir) {
+    let upstream = workspace();
+    committed_repo(upstream.path());
+    let ws = workspace();
+    committed_repo(ws.path());
+    let url = upstream.path().to_str().expect("utf-8");
+    git(ws.path(), &["submodule", "add", "-q", url, "lib/sub"]);
+    std::fs::create_dir_all(ws.path().join("vendor/emb")).expect("mkdir");
+    committed_repo(&ws.path().join("vendor/emb"));
+    git(ws.path(), &["add", "vendor/emb"]);
+    let oid = "0123456789abcdef0123456789abcdef01234567";
+    git(
+        ws.path(),
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{oid},empty-sub"),
+        ],
+    );
+    std::fs::create_dir(ws.path().join("empty-sub")).expect("mkdir");
+    (ws, upstream)
+}
+
+/// Every way a step could make the host's git run its code through a submodule, then the
+/// controls: writes to the submodules' work trees and to the workspace.
+const PROBE: &str = "echo 'gitdir: /tmp' > lib/sub/.git 2>/dev/null && echo wrote-dot-git-file; \
+    rm -f lib/sub/.git 2>/dev/null && echo removed-dot-git-file; \
+    printf '[core]\\nfsmonitor = touch /tmp/pwned\\n' >> .git/modules/lib/sub/config 2>/dev/null \
+        && echo wrote-module-config; \
+    touch .git/modules/lib/sub/hooks/post-checkout 2>/dev/null && echo wrote-module-hook; \
+    printf '[core]\\nfsmonitor = x\\n' >> vendor/emb/.git/config 2>/dev/null && echo wrote-emb-config; \
+    touch vendor/emb/.git/hooks/pre-commit 2>/dev/null && echo wrote-emb-hook; \
+    mv vendor/emb/.git vendor/emb/.git-old 2>/dev/null && echo moved-emb-git; \
+    mv lib/sub lib/sub-old 2>/dev/null && echo moved-sub; \
+    mv lib lib-old 2>/dev/null && echo moved-lib; \
+    mkdir empty-sub/.git 2>/dev/null && echo created-empty-git; \
+    mv empty-sub empty-old 2>/dev/null && echo moved-empty; \
+    echo x > lib/sub/control && echo wrote-sub-tree; \
+    echo x > vendor/emb/control && echo wrote-emb-tree; \
+    touch control && echo wrote-workspace";
+
+#[test]
+fn submodule_git_files_and_directories_are_read_only_inside_the_sandbox() {
+    let (ws, _upstream) = workspace_with_submodules();
+    let root = ws.path();
+    let before = |path: &str| std::fs::read(root.join(path)).expect(path);
+    let dot_git = before("lib/sub/.git");
+    let module_config = before(".git/modules/lib/sub/config");
+    let emb_config = before("vendor/emb/.git/config");
+
+    let mut session = open(root);
+    let out = stdout(&sh(&mut session, PROBE));
+    drop(session);
+
+    // The controls: the probe writes where nothing stops it, inside each submodule's work tree
+    // too (the protection is the git directories, not the submodules' files).
+    assert_eq!(
+        out, "wrote-sub-tree\nwrote-emb-tree\nwrote-workspace\n",
+        "only the controls succeed"
+    );
+    // Judged on the host.
+    assert_eq!(before("lib/sub/.git"), dot_git);
+    assert_eq!(before(".git/modules/lib/sub/config"), module_config);
+    assert_eq!(before("vendor/emb/.git/config"), emb_config);
+    for absent in [
+        ".git/modules/lib/sub/hooks/post-checkout",
+        "vendor/emb/.git/hooks/pre-commit",
+        "vendor/emb/.git-old",
+        "lib/sub-old",
+        "lib-old",
+        "empty-sub/.git",
+        "empty-old",
+    ] {
+        assert!(!root.join(absent).exists(), "{absent} must not exist");
+    }
+}
+
+#[test]
+fn without_submodule_protection_the_same_probe_rewrites_a_nested_git_file() {
+    // The control for the test above at the layer level: the same `.git` file, in a directory
+    // that is not a gitlink in the index, is an ordinary workspace file.
+    let (ws, _upstream) = workspace_with_submodules();
+    let root = ws.path();
+    std::fs::create_dir(root.join("plain")).expect("mkdir");
+    std::fs::copy(root.join("lib/sub/.git"), root.join("plain/.git")).expect("copy");
+    let mut session = open(root);
+    let out = stdout(&sh(
+        &mut session,
+        "echo 'gitdir: /tmp' > plain/.git && echo wrote",
+    ));
+    drop(session);
+    assert_eq!(out, "wrote\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("plain/.git")).expect("read"),
+        "gitdir: /tmp\n"
+    );
+}
+
+/// Gives the top-level git directory every entry `allow_git_mutations` protects.
+fn add_protected_entries(git_dir: &Path) {
+    std::fs::create_dir_all(git_dir.join("info")).expect("mkdir info");
+    std::fs::create_dir_all(git_dir.join("hooks")).expect("mkdir hooks");
+    std::fs::create_dir_all(git_dir.join("objects/info")).expect("mkdir objects/info");
+    for file in ["config.worktree", "objects/info/alternates"] {
+        std::fs::write(git_dir.join(file), "").expect("write");
+    }
+    std::fs::write(git_dir.join("commondir"), ".\n").expect("commondir");
+}
+
+#[test]
+fn allowed_git_mutations_protect_a_submodule_git_directory_like_the_top_level_one() {
+    let (ws, _upstream) = workspace_with_submodules();
+    let root = ws.path();
+    add_protected_entries(&root.join(".git"));
+    add_protected_entries(&root.join("vendor/emb/.git"));
+    let mutations = |root: &Path| {
+        let mut config = config(root);
+        config.git_mutations = GitMutations::Allow;
+        Session::open(config)
+    };
+    // The submodule's git directory lacks them: refused, naming it.
+    match mutations(root) {
+        Err(SandboxError::GitMutations { path, .. }) => assert!(
+            path.starts_with(
+                root.canonicalize()
+                    .expect("canonical")
+                    .join(".git/modules/lib/sub")
+            ),
+            "{path:?}"
+        ),
+        Err(other) => panic!("wrong refusal: {other}"),
+        Ok(_) => panic!("the session must be refused"),
+    }
+    add_protected_entries(&root.join(".git/modules/lib/sub"));
+    let mut session = mutations(root).expect("the session opens");
+    let out = stdout(&sh(
+        &mut session,
+        "echo x >> .git/modules/lib/sub/config 2>/dev/null && echo wrote-module-config; \
+         echo x >> vendor/emb/.git/config 2>/dev/null && echo wrote-emb-config; \
+         echo 'gitdir: /tmp' > lib/sub/.git 2>/dev/null && echo wrote-dot-git-file; \
+         touch .git/modules/lib/sub/objects/new && echo wrote-module-objects; \
+         touch vendor/emb/.git/objects/new && echo wrote-emb-objects",
+    ));
+    drop(session);
+    // Objects are what mutations allow (the controls); config and the `.git` file stay put.
+    assert_eq!(out, "wrote-module-objects\nwrote-emb-objects\n");
+    assert!(
+        !std::fs::read_to_string(root.join(".git/modules/lib/sub/config"))
+            .expect("read")
+            .ends_with("x\n")
+    );
+}
