@@ -1,7 +1,8 @@
 //! The terminal's view of a run (DESIGN §8): on a terminal, one live line per step (status,
-//! attempt, elapsed time, a spinner while it runs), redrawn in place; otherwise — stderr not a
+//! attempt, elapsed time, a spinner while it runs, and the resource gauges of its latest sample —
+//! `mem 120 MiB/512 MiB · disk 42%`), redrawn in place; otherwise — stderr not a
 //! terminal, or `NO_COLOR` set — plain lines as steps start and finish. Notices (setup hooks,
-//! commits, errors) print as lines in both modes, and a summary table follows at the end. With
+//! commits, resource warnings, errors) print as lines in both modes, and a summary table follows at the end. With
 //! `--json` it prints nothing (the events go to stdout instead).
 //!
 //! The state is `cordon_web::RunView`, the same fold the run page reads.
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cordon_protocol::{Event, Record, RunId};
-use cordon_web::{Graph, RunView, StepStatus, StepView};
+use cordon_web::{Graph, ResourceSample, RunView, StepStatus, StepView};
 
 /// How the view prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +51,8 @@ struct Inner {
     /// Nothing is drawn before [`Progress::show`] (the `run` and `ui` lines come first).
     visible: bool,
     done: bool,
+    /// The sessions' memory cap (`isolation.memory`), shown beside the memory gauge.
+    memory_cap: Option<u64>,
 }
 
 /// The progress view of one run. On resume, fold the earlier events in with
@@ -72,6 +75,7 @@ impl Progress {
             frame: 0,
             visible: false,
             done: false,
+            memory_cap: None,
         }));
         if mode == Mode::Live {
             let ticker = Arc::clone(&inner);
@@ -91,6 +95,12 @@ impl Progress {
                 });
         }
         Progress { mode, inner }
+    }
+
+    /// Shows `cap` beside the memory gauge (the pipeline's `isolation.memory`).
+    pub fn set_memory_cap(&self, cap: Option<u64>) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.memory_cap = cap;
     }
 
     /// Folds records appended before this process took the run over (resume), printing nothing.
@@ -162,7 +172,7 @@ fn redraw(inner: &mut Inner) {
     if inner.done || !inner.visible {
         return;
     }
-    let lines = live_lines(&inner.view, now_millis(), inner.frame);
+    let lines = live_lines(&inner.view, now_millis(), inner.frame, inner.memory_cap);
     let mut err = std::io::stderr().lock();
     let mut text = String::new();
     if inner.drawn > 0 {
@@ -211,7 +221,7 @@ fn name_width(view: &RunView) -> usize {
 }
 
 /// The live block: one coloured line per step.
-fn live_lines(view: &RunView, now: u64, frame: usize) -> Vec<String> {
+fn live_lines(view: &RunView, now: u64, frame: usize, memory_cap: Option<u64>) -> Vec<String> {
     let width = name_width(view);
     view.steps()
         .iter()
@@ -237,9 +247,40 @@ fn live_lines(view: &RunView, now: u64, frame: usize) -> Vec<String> {
             if let (StepStatus::Failed, Some(detail)) = (status, failure(step)) {
                 line.push_str(&format!("  \x1b[2m{detail}\x1b[0m"));
             }
+            if let (StepStatus::Running, Some(gauges)) =
+                (status, step.resources.and_then(|s| gauges(&s, memory_cap)))
+            {
+                line.push_str(&format!("  \x1b[2m{gauges}\x1b[0m"));
+            }
             line
         })
         .collect()
+}
+
+/// A sample as gauges: `mem 120 MiB/512 MiB · disk 42%` (the cap when known); `None` when
+/// it holds nothing.
+fn gauges(sample: &ResourceSample, memory_cap: Option<u64>) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(used) = sample.memory_bytes {
+        parts.push(match memory_cap {
+            Some(cap) => format!("mem {}/{}", mib(used), mib(cap)),
+            None => format!("mem {}", mib(used)),
+        });
+    }
+    if let Some(percent) = sample.disk_percent {
+        parts.push(format!("disk {percent}%"));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
+}
+
+/// Bytes in whole MiB (GiB with one decimal from 10 GiB on).
+fn mib(bytes: u64) -> String {
+    let mib = bytes >> 20;
+    if mib >= 10 << 10 {
+        format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+    } else {
+        format!("{mib} MiB")
+    }
 }
 
 /// The plain line for a record that changes what a person should know, if any.

@@ -656,6 +656,7 @@ mod tests {
             Ok(crate::CommandResult {
                 exit_code: output.status.code().unwrap_or(128),
                 timed_out: false,
+                stopped: false,
                 duration: started.elapsed(),
             })
         }

@@ -2,7 +2,10 @@
 //! is folded into [`RunState`] right away, so the in-memory state is always exactly the replay of
 //! the log — which is what makes a resumed run converge to the same route.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
 
 use cordon_pipeline::{Action as HostAction, CommandSpec, Pipeline, Route, Step, StepKind};
 use cordon_protocol::event::{Outcome, OutputStream, Verdict};
@@ -12,11 +15,13 @@ use sha2::{Digest, Sha256};
 
 use crate::EngineError;
 use crate::agent::{AgentDriver, AgentTask, AgentVerdict};
-use crate::executor::{ExecError, Executor, Purpose, SessionSpec, StepSession};
+use crate::executor::{
+    ExecError, Executor, Gauges, Purpose, SessionSpec, StepSession, Tick, Watch,
+};
 use crate::fingerprint::Fingerprint;
 use crate::host::HostGit;
 use crate::output::LineBuffer;
-use crate::resources::{DiskGuard, Level};
+use crate::resources::{GuardedSession, Monitor, ResourceGuard};
 use crate::schedule::{self, Action};
 use crate::secrets::Secrets;
 use crate::setup;
@@ -75,8 +80,8 @@ pub struct Engine<'a> {
     /// The workspace fingerprint and diff blob of the last diff taken, so an attempt that
     /// changed nothing reuses it instead of running git again.
     last_diff: Option<(Fingerprint, Option<cordon_protocol::event::BlobId>)>,
-    /// The disk guardrail (`[limits]`); `None` samples nothing.
-    disk: Option<DiskGuard>,
+    /// The resource guardrail (`[limits]`); `None` samples nothing.
+    guard: Option<ResourceGuard>,
 }
 
 enum Failure {
@@ -112,13 +117,13 @@ impl<'a> Engine<'a> {
             state,
             observer,
             last_diff: None,
-            disk: None,
+            guard: None,
         })
     }
 
     /// Guards every sandboxed step with `guard` (the operator's `[limits]`).
-    pub fn set_disk_guard(&mut self, guard: DiskGuard) {
-        self.disk = Some(guard);
+    pub fn set_resource_guard(&mut self, guard: ResourceGuard) {
+        self.guard = Some(guard);
     }
 
     pub fn state(&self) -> &RunState {
@@ -288,24 +293,10 @@ impl<'a> Engine<'a> {
             self.delete(&Self::outputs(std::iter::once(step)))?;
             // Every tool call gets exactly one result: calls the interruption left open are
             // answered before the step restarts with a fresh conversation.
-            let open: Vec<String> = self
-                .state
-                .open_tool_calls
-                .iter()
-                .filter(|(s, _)| s == name)
-                .map(|(_, id)| id.clone())
-                .collect();
-            for id in open {
-                self.append(
-                    Some(name),
-                    Event::ToolResult {
-                        id,
-                        ok: false,
-                        interrupted: Some(true),
-                        output: "interrupted: cordon stopped before this call returned".to_owned(),
-                    },
-                )?;
-            }
+            self.answer_open_calls(
+                name,
+                "interrupted: cordon stopped before this call returned",
+            )?;
         }
         if let Some(sandbox) = step.kind.sandbox()
             && let Some(setup) = &sandbox.setup
@@ -315,17 +306,20 @@ impl<'a> Engine<'a> {
             return Ok(());
         }
         self.append(Some(name), Event::StepStarted { attempt })?;
-        let sandboxed = step.kind.sandbox().is_some();
-        let mut warned = false;
-        if sandboxed {
-            // Judged only at the end: the step is failed for what the disk is after it ran.
-            self.disk_check(name, &mut warned)?;
+        // A fresh monitor per attempt: only this attempt's samples can fail it.
+        let monitor = match (&self.guard, step.kind.sandbox()) {
+            (Some(guard), Some(_)) => Some(Rc::new(RefCell::new(Monitor::new(guard.limits)))),
+            _ => None,
+        };
+        if let Some(monitor) = &monitor {
+            // Before the session exists: the workspace only.
+            self.observe(name, monitor, &Gauges::default())?;
         }
         let (mut verdict, exit_code, mut reason) = match &step.kind {
             StepKind::Command(command) => {
                 let argv = argv(&command.command);
                 let spec = self.spec(step, attempt, Purpose::Step);
-                match self.session_command(name, &spec, &argv)? {
+                match self.session_command(name, &spec, &argv, monitor.as_ref())? {
                     Ok(result) => {
                         let verdict = if result.exit_code == 0 {
                             Verdict::Pass
@@ -344,9 +338,12 @@ impl<'a> Engine<'a> {
                 }
             }
             StepKind::Action(HostAction::Commit { message }) => self.commit(name, message)?,
-            StepKind::Agent(agent) => self.agent_step(step, agent, attempt)?,
+            StepKind::Agent(agent) => self.agent_step(step, agent, attempt, monitor.as_ref())?,
         };
-        if sandboxed && let Some(exhausted) = self.disk_check(name, &mut warned)? {
+        if let Some(exhausted) = monitor
+            .as_ref()
+            .and_then(|m| m.borrow().exhausted().map(str::to_owned))
+        {
             verdict = Verdict::Fail;
             reason = Some(exhausted);
         }
@@ -378,39 +375,47 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// Samples the workspace's disk for `step`: a `resources.sample`, a `resources.warning` the
-    /// first time this attempt is past `disk_warn`, and the failure reason past `disk_abort`. A
-    /// filesystem that cannot be sampled is not judged.
-    fn disk_check(
-        &mut self,
-        step: &StepName,
-        warned: &mut bool,
-    ) -> Result<Option<String>, Failure> {
-        let Some(guard) = &self.disk else {
-            return Ok(None);
-        };
-        let Ok(percent) = (guard.sample)(&self.cx.workspace) else {
-            return Ok(None);
-        };
-        let limits = guard.limits;
-        self.append(
-            Some(step),
-            Event::ResourcesSample {
-                memory_bytes: None,
-                disk_percent: Some(percent),
-            },
-        )?;
-        let level = limits.level(percent);
-        if level != Level::Normal && !*warned {
-            *warned = true;
+    /// Answers every tool call of `step` still open in the log with `output` (interrupted), so
+    /// each call has exactly one result.
+    fn answer_open_calls(&mut self, step: &StepName, output: &str) -> Result<(), Failure> {
+        let open: Vec<String> = self
+            .state
+            .open_tool_calls
+            .iter()
+            .filter(|(s, _)| s == step)
+            .map(|(_, id)| id.clone())
+            .collect();
+        for id in open {
             self.append(
                 Some(step),
-                Event::ResourcesWarning {
-                    message: limits.warning(percent),
+                Event::ToolResult {
+                    id,
+                    ok: false,
+                    interrupted: Some(true),
+                    output: output.to_owned(),
                 },
             )?;
         }
-        Ok((level == Level::Abort).then(|| limits.exhausted(percent)))
+        Ok(())
+    }
+
+    /// Takes a sample for `step`'s attempt: the workspace now, with the session's `gauges`;
+    /// appends what the monitor makes of it. `true` once the disk is exhausted.
+    fn observe(
+        &mut self,
+        step: &StepName,
+        monitor: &RefCell<Monitor>,
+        gauges: &Gauges,
+    ) -> Result<bool, Failure> {
+        let Some(guard) = &self.guard else {
+            return Ok(false);
+        };
+        let reading = guard.reading(&self.cx.workspace, gauges);
+        let events = monitor.borrow_mut().observe(&reading, Instant::now());
+        for event in events {
+            self.append(Some(step), event)?;
+        }
+        Ok(monitor.borrow().exhausted().is_some())
     }
 
     /// An agent step attempt: its session and the driver's loop, which decides the verdict.
@@ -419,6 +424,7 @@ impl<'a> Engine<'a> {
         step: &'a Step,
         agent: &'a cordon_pipeline::AgentStep,
         attempt: Attempt,
+        monitor: Option<&Rc<RefCell<Monitor>>>,
     ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
         // The driver is taken out of the context while the loop borrows the engine as its
         // journal, and put back whatever happens.
@@ -429,7 +435,7 @@ impl<'a> Engine<'a> {
                 Some("agent steps cannot run without an agent driver".to_owned()),
             ));
         };
-        let result = self.agent_loop(driver, step, agent, attempt);
+        let result = self.agent_loop(driver, step, agent, attempt, monitor);
         self.cx.agents = Some(driver);
         match result? {
             Ok(AgentVerdict { verdict, reason }) => {
@@ -440,13 +446,15 @@ impl<'a> Engine<'a> {
     }
 
     /// Opens the attempt's session and runs the driver in it. The inner `Err` is a session
-    /// that could not open (the attempt fails); a driver error stops the run, resumable.
+    /// that could not open (the attempt fails); a driver error stops the run, resumable —
+    /// unless the disk was exhausted, which ends the loop and fails the attempt.
     fn agent_loop(
         &mut self,
         driver: &mut dyn AgentDriver,
         step: &'a Step,
         agent: &'a cordon_pipeline::AgentStep,
         attempt: Attempt,
+        monitor: Option<&Rc<RefCell<Monitor>>>,
     ) -> Result<Result<AgentVerdict, String>, Failure> {
         let spec = self.spec(step, attempt, Purpose::Step);
         let mut session = match self.cx.executor.open(&spec) {
@@ -476,19 +484,49 @@ impl<'a> Engine<'a> {
             workspace: &workspace,
             feedback: &feedback,
         };
+        // Every tool process runs watched when the run has a guard.
+        if let (Some(guard), Some(monitor)) = (&self.guard, monitor) {
+            session = Box::new(GuardedSession::new(
+                session,
+                Rc::clone(monitor),
+                guard.clone(),
+                workspace.clone(),
+            ));
+        }
+        let side = session.side_events();
         let mut journal = EngineJournal {
             engine: self,
             step: step.name.clone(),
             stopped: None,
+            monitor: monitor.cloned(),
         };
-        let side = session.side_events();
         let result = driver.run(&task, session.as_mut(), &mut journal);
         let stopped = journal.stopped;
-        session.close();
         if let Some(failure) = stopped {
+            session.close();
             return Err(failure);
         }
         self.append_side(&step.name, side.as_ref())?;
+        let exhausted = match monitor {
+            Some(monitor) => {
+                // The end sample, while the session's tmpfs still exists.
+                let gauges = session.gauges();
+                let ended = self.observe(&step.name, monitor, &gauges);
+                session.close();
+                ended?;
+                monitor.borrow().exhausted().map(str::to_owned)
+            }
+            None => {
+                session.close();
+                None
+            }
+        };
+        if let Some(reason) = exhausted {
+            // The loop ended on the exhausted disk (a refused call, or its own end): the
+            // attempt fails with the reason, and every call it left open gets its result.
+            self.answer_open_calls(&step.name, "stopped: the disk was exhausted")?;
+            return Ok(Ok(AgentVerdict::fail(reason)));
+        }
         match result {
             Ok(verdict) => Ok(Ok(verdict)),
             Err(err) => Err(EngineError::Agent(err).into()),
@@ -513,14 +551,37 @@ impl<'a> Engine<'a> {
         spec.grants = self.grants_for(&hook.network);
         let argv = argv(&hook.command);
         let started = std::time::Instant::now();
-        let (code, message) = match self.session_command(&step.name, &spec, &argv)? {
-            Ok(result) => (result.exit_code, None),
-            Err(message) => (-1, Some(message)),
+        // Guarded like the step itself, with a monitor of its own.
+        let monitor = self
+            .guard
+            .as_ref()
+            .map(|guard| Rc::new(RefCell::new(Monitor::new(guard.limits))));
+        let ran = self.session_command(&step.name, &spec, &argv, monitor.as_ref())?;
+        let exhausted = monitor.and_then(|m| m.borrow().exhausted().map(str::to_owned));
+        let name = &step.name;
+        // The exit code logged, and why the run fails (`None`: the setup passed).
+        let (code, failure) = match (ran, exhausted) {
+            (ran, Some(reason)) => (
+                ran.map_or(-1, |r| r.exit_code),
+                Some(format!("the setup of `{name}` failed: {reason}")),
+            ),
+            (Ok(result), None) if result.exit_code == 0 => (0, None),
+            (Ok(result), None) => (
+                result.exit_code,
+                Some(format!(
+                    "the setup of `{name}` failed with status {}; its output is in the log",
+                    result.exit_code
+                )),
+            ),
+            (Err(message), None) => (
+                -1,
+                Some(format!("the setup of `{name}` could not run: {message}")),
+            ),
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         // The stamp is stored before `setup.ran` is logged: a crash in between finds the stamp
         // on resume and logs `setup.cached`, never a second, different outcome.
-        if code == 0 {
+        if failure.is_none() {
             self.cx.store.put_stamp(&stamp)?;
         }
         self.append(
@@ -531,15 +592,8 @@ impl<'a> Engine<'a> {
                 duration_ms,
             },
         )?;
-        if code == 0 {
+        let Some(reason) = failure else {
             return Ok(true);
-        }
-        let reason = match message {
-            Some(message) => format!("the setup of `{}` could not run: {message}", step.name),
-            None => format!(
-                "the setup of `{}` failed with status {code}; its output is in the log",
-                step.name
-            ),
         };
         self.append(
             None,
@@ -613,6 +667,11 @@ impl<'a> Engine<'a> {
                 .collect(),
             protect: self.cx.tooling.iter().map(PathBuf::from).collect(),
             tmp_size: isolation.tmp_size.map(|s| s.bytes()),
+            caps: cordon_sandbox::cgroup::Caps {
+                memory: isolation.memory.map(|m| m.bytes()),
+                pids: isolation.pids.map(std::num::NonZeroU64::get),
+                cpus: isolation.cpus.map(cordon_pipeline::Cpus::as_f64),
+            },
             allow_git_mutations: isolation.allow_git_mutations,
         }
     }
@@ -631,12 +690,15 @@ impl<'a> Engine<'a> {
     }
 
     /// Opens a session, runs one command with its output logged line by line, closes it.
-    /// The inner `Err` is a sandbox failure that fails the attempt (not the run).
+    /// With a `monitor` the command is sampled while it runs (and stopped when the disk is
+    /// exhausted), and once more after it ended. The inner `Err` is a sandbox failure that
+    /// fails the attempt (not the run).
     fn session_command(
         &mut self,
         step: &StepName,
         spec: &SessionSpec,
         argv: &[String],
+        monitor: Option<&Rc<RefCell<Monitor>>>,
     ) -> Result<Result<crate::CommandResult, String>, Failure> {
         let mut session: Box<dyn StepSession> = match self.cx.executor.open(spec) {
             Ok(session) => session,
@@ -655,32 +717,49 @@ impl<'a> Engine<'a> {
             return Err(failure);
         }
         let side = session.side_events();
-        let mut buffers = [LineBuffer::default(), LineBuffer::default()];
-        let mut pending: Option<Failure> = None;
+        let every = self.guard.as_ref().map(|g| g.every);
+        // Output and the watch's samples both append through the engine; they take turns
+        // (the session calls one at a time), so they share it through a cell.
+        let sink = RefCell::new(CommandSink {
+            engine: self,
+            step,
+            side: side.as_ref(),
+            buffers: [LineBuffer::default(), LineBuffer::default()],
+            pending: None,
+        });
         let result = {
-            let mut on_output = |stream: OutputStream, bytes: &[u8]| {
-                if pending.is_some() {
-                    return;
+            let mut on_output =
+                |stream: OutputStream, bytes: &[u8]| sink.borrow_mut().output(stream, bytes);
+            match (monitor, every) {
+                (Some(monitor), Some(every)) => {
+                    let mut tick = |gauges: &Gauges| sink.borrow_mut().tick(monitor, gauges);
+                    let watch = Watch {
+                        every,
+                        tick: &mut tick,
+                    };
+                    session.run_watched(argv, watch, &mut on_output)
                 }
-                // Egress decisions made so far go in before the output that follows them.
-                if let Err(failure) = self.append_side(step, side.as_ref()) {
-                    pending = Some(failure);
-                    return;
-                }
-                let index = usize::from(stream == OutputStream::Stderr);
-                if let Some(text) = buffers[index].push(bytes)
-                    && let Err(failure) =
-                        self.append(Some(step), Event::StepOutput { stream, text })
-                {
-                    pending = Some(failure);
-                }
-            };
-            session.run(argv, &mut on_output)
+                _ => session.run(argv, &mut on_output),
+            }
         };
-        session.close();
+        let CommandSink {
+            mut buffers,
+            pending,
+            ..
+        } = sink.into_inner();
         if let Some(failure) = pending {
+            session.close();
             return Err(failure);
         }
+        if let Some(monitor) = monitor {
+            // The end sample, while the session's tmpfs still exists.
+            let gauges = session.gauges();
+            if let Err(failure) = self.observe(step, monitor, &gauges) {
+                session.close();
+                return Err(failure);
+            }
+        }
+        session.close();
         // The rest, tunnel closes included (the listener has stopped).
         self.append_side(step, side.as_ref())?;
         for (index, stream) in [OutputStream::Stdout, OutputStream::Stderr]
@@ -783,6 +862,55 @@ impl<'a> Engine<'a> {
     }
 }
 
+/// Where a running command's output and samples go: appended as the engine's own events, the
+/// first failure to append kept (the command is then stopped and its rest ignored).
+struct CommandSink<'e, 'a> {
+    engine: &'e mut Engine<'a>,
+    step: &'e StepName,
+    side: Option<&'e crate::egress::SideEvents>,
+    buffers: [LineBuffer; 2],
+    pending: Option<Failure>,
+}
+
+impl CommandSink<'_, '_> {
+    fn output(&mut self, stream: OutputStream, bytes: &[u8]) {
+        if self.pending.is_some() {
+            return;
+        }
+        // Egress decisions made so far go in before the output that follows them.
+        if let Err(failure) = self.engine.append_side(self.step, self.side) {
+            self.pending = Some(failure);
+            return;
+        }
+        let index = usize::from(stream == OutputStream::Stderr);
+        if let Some(text) = self.buffers[index].push(bytes)
+            && let Err(failure) = self
+                .engine
+                .append(Some(self.step), Event::StepOutput { stream, text })
+        {
+            self.pending = Some(failure);
+        }
+    }
+
+    fn tick(&mut self, monitor: &RefCell<Monitor>, gauges: &Gauges) -> Tick {
+        if self.pending.is_some() {
+            return Tick::Stop;
+        }
+        let observed = self
+            .engine
+            .append_side(self.step, self.side)
+            .and_then(|()| self.engine.observe(self.step, monitor, gauges));
+        match observed {
+            Ok(false) => Tick::Continue,
+            Ok(true) => Tick::Stop,
+            Err(failure) => {
+                self.pending = Some(failure);
+                Tick::Stop
+            }
+        }
+    }
+}
+
 /// The agent loop's journal: events appended (scrubbed, folded, observed) as the engine's own,
 /// blobs stored scrubbed.
 struct EngineJournal<'e, 'a> {
@@ -791,12 +919,24 @@ struct EngineJournal<'e, 'a> {
     /// Why appending stopped (an observer stopped the run, or the store failed): the step ends
     /// with it, as if the process died there.
     stopped: Option<Failure>,
+    /// The attempt's guardrail: once the disk is exhausted, no further model call or tool call
+    /// is started (the loop ends and the engine fails the attempt).
+    monitor: Option<Rc<RefCell<Monitor>>>,
 }
 
 impl cordon_agent::Journal for EngineJournal<'_, '_> {
     fn event(&mut self, event: Event) -> Result<(), cordon_agent::JournalError> {
         if self.stopped.is_some() {
             return Err(stopped_error());
+        }
+        if matches!(event, Event::LlmRequest { .. } | Event::ToolCall { .. })
+            && let Some(monitor) = &self.monitor
+            && let Some(reason) = monitor.borrow().exhausted()
+        {
+            return Err(cordon_agent::JournalError {
+                message: reason.to_owned(),
+                source: None,
+            });
         }
         match self.engine.append(Some(&self.step), event) {
             Ok(_) => Ok(()),

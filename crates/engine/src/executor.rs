@@ -42,6 +42,9 @@ pub struct SessionSpec {
     /// (DESIGN §3), so no step can change what a later check or resume reads.
     pub protect: Vec<PathBuf>,
     pub tmp_size: Option<u64>,
+    /// `isolation.memory`, `pids` and `cpus`: enforced through a cgroup, or the session is
+    /// refused.
+    pub caps: cordon_sandbox::cgroup::Caps,
     pub allow_git_mutations: bool,
 }
 
@@ -51,7 +54,32 @@ pub struct CommandResult {
     /// With Appendix A's conventions: 124 timeout, 126/127, 128+N.
     pub exit_code: i32,
     pub timed_out: bool,
+    /// The watch stopped it (its tree was killed): the disk was exhausted.
+    pub stopped: bool,
     pub duration: Duration,
+}
+
+/// What a session measures on its own for the guardrails: its memory against its cap (only
+/// with a memory cap) and how full its tmpfs is; `None` for what it cannot measure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    pub memory: Option<crate::resources::Memory>,
+    /// Percent used of the session's `/tmp`.
+    pub tmp_percent: Option<u8>,
+}
+
+/// A periodic callback while a command runs ([`StepSession::run_watched`]): called every
+/// `every` with the session's gauges; [`Tick::Stop`] kills the command's tree.
+pub struct Watch<'w> {
+    pub every: Duration,
+    pub tick: &'w mut dyn FnMut(&Gauges) -> Tick,
+}
+
+/// What a watch answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tick {
+    Continue,
+    Stop,
 }
 
 /// Why a session could not be opened or a command not run.
@@ -77,6 +105,21 @@ pub trait StepSession {
         argv: &[String],
         on_output: &mut dyn FnMut(OutputStream, &[u8]),
     ) -> Result<CommandResult, ExecError>;
+    /// [`StepSession::run`] with `watch` called while the command runs. Sessions that cannot
+    /// measure anything (test fakes) may ignore it: the default does.
+    fn run_watched(
+        &mut self,
+        argv: &[String],
+        watch: Watch<'_>,
+        on_output: &mut dyn FnMut(OutputStream, &[u8]),
+    ) -> Result<CommandResult, ExecError> {
+        let _ = watch;
+        self.run(argv, on_output)
+    }
+    /// The session's gauges now (taken once more after a step's last command).
+    fn gauges(&self) -> Gauges {
+        Gauges::default()
+    }
     /// Events the session produces on its own (the egress proxy's audit records), for the
     /// engine to append; `None` when it produces none.
     fn side_events(&self) -> Option<crate::egress::SideEvents> {

@@ -1,10 +1,25 @@
-//! Resource guardrails (DESIGN §5 `[limits]`): the disk usage of the workspace filesystem,
-//! sampled when a sandboxed step starts and when it ends. Each sample is a `resources.sample`
-//! event; crossing `disk_warn` adds one `resources.warning` per step attempt; a step that ends
-//! with the disk past `disk_abort` fails with `disk exhausted: X% used (limit Y%)`. Samples are
-//! always taken fresh for the step being judged, so a stale sample never fails a later step.
+//! Resource guardrails (DESIGN §5 `[limits]`): while a sandboxed step (or its setup hook) runs,
+//! the engine samples the disk usage of the workspace filesystem and of the session's tmpfs
+//! (`/tmp`), and the session's memory against its cap — when the step starts, every
+//! [`ResourceGuard::every`] while a command or tool call runs, and when its last command has
+//! ended. [`Monitor`] turns the
+//! samples of one step attempt into `resources.sample` / `resources.warning` events and decides
+//! when the disk is exhausted: the engine then stops the running command and fails the step with
+//! `disk exhausted: X% used (limit Y%)`. Each attempt gets a fresh monitor, so a stale sample
+//! never fails a later step. Memory only warns: the cap itself OOM-kills.
+
+mod guarded;
+mod monitor;
 
 use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+pub use guarded::GuardedSession;
+pub use monitor::{Memory, Monitor, Reading};
+
+/// How often a running command is sampled unless the guard says otherwise.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// The operator's disk thresholds, in percent; 0 disables a threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,12 +28,46 @@ pub struct DiskLimits {
     pub abort: u8,
 }
 
+/// Every `[limits]` threshold, in percent; 0 disables one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub disk: DiskLimits,
+    /// Percent of the session's memory cap (never sampled without a cap).
+    pub mem_warn: u8,
+}
+
 /// Where a sample stands against the thresholds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
     Normal,
     Warn,
     Abort,
+}
+
+/// Which filesystem a disk sample is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filesystem {
+    /// The filesystem holding the workspace (shared with the host).
+    Workspace,
+    /// The session's private tmpfs: `/tmp`, `/dev/shm` and `HOME`, capped by
+    /// `isolation.tmp_size`.
+    Tmp,
+}
+
+impl Filesystem {
+    fn describe(self) -> &'static str {
+        match self {
+            Filesystem::Workspace => "the workspace filesystem",
+            Filesystem::Tmp => "the sandbox's /tmp (`isolation.tmp_size`)",
+        }
+    }
+
+    fn remedy(self) -> &'static str {
+        match self {
+            Filesystem::Workspace => "free space",
+            Filesystem::Tmp => "raise `isolation.tmp_size`, delete files in /tmp",
+        }
+    }
 }
 
 impl DiskLimits {
@@ -37,31 +86,52 @@ impl DiskLimits {
         format!("disk exhausted: {percent}% used (limit {}%)", self.abort)
     }
 
-    /// The warning's text for a sample at `percent`.
-    pub fn warning(&self, percent: u8) -> String {
+    /// The warning's text for a sample of `fs` at `percent`, past `warn`.
+    pub fn warning(&self, percent: u8, fs: Filesystem) -> String {
+        let abort = match self.abort {
+            0 => String::new(),
+            abort => format!(", the step fails at {abort}%"),
+        };
         format!(
-            "the workspace filesystem is {percent}% full (warning at {}%, the step fails at {}%); \
-             free space or raise `[limits]` in the operator policy",
-            self.warn, self.abort
+            "{} is {percent}% full (warning at {}%{abort}); {} or raise `[limits]` in the \
+             operator policy",
+            fs.describe(),
+            self.warn,
+            fs.remedy(),
+        )
+    }
+
+    /// The warning's text for a sample of `fs` at `percent`, past `abort`: the step is stopped.
+    pub fn stopping(&self, percent: u8, fs: Filesystem) -> String {
+        format!(
+            "{} is {percent}% full, past the {}% limit: the step is stopped and fails; {} or \
+             raise `[limits] disk_abort` in the operator policy",
+            fs.describe(),
+            self.abort,
+            fs.remedy(),
         )
     }
 }
 
 /// Takes a disk sample (percent used) of the filesystem holding a path.
-pub type DiskSampler = Box<dyn Fn(&Path) -> std::io::Result<u8>>;
+pub type DiskSampler = Rc<dyn Fn(&Path) -> std::io::Result<u8>>;
 
-/// The disk guard of a run: its thresholds and how it samples.
-pub struct DiskGuard {
-    pub limits: DiskLimits,
+/// The guard of a run: its thresholds, how often a running command is sampled, and how the
+/// disk is sampled.
+#[derive(Clone)]
+pub struct ResourceGuard {
+    pub limits: Limits,
+    pub every: Duration,
     pub sample: DiskSampler,
 }
 
-impl DiskGuard {
-    /// A guard that samples the real filesystem with `statvfs`.
-    pub fn new(limits: DiskLimits) -> DiskGuard {
-        DiskGuard {
+impl ResourceGuard {
+    /// A guard that samples the real filesystems with `statvfs` every [`SAMPLE_EVERY`].
+    pub fn new(limits: Limits) -> ResourceGuard {
+        ResourceGuard {
             limits,
-            sample: Box::new(used_percent),
+            every: SAMPLE_EVERY,
+            sample: Rc::new(used_percent),
         }
     }
 }
@@ -140,5 +210,34 @@ mod tests {
             abort: 95,
         };
         assert_eq!(limits.exhausted(97), "disk exhausted: 97% used (limit 95%)");
+    }
+
+    #[test]
+    fn warnings_name_the_filesystem_and_the_remedy() {
+        let limits = DiskLimits {
+            warn: 85,
+            abort: 95,
+        };
+        for (text, expected) in [
+            (
+                limits.warning(90, Filesystem::Workspace),
+                "the workspace filesystem is 90% full (warning at 85%, the step fails at 95%); \
+                 free space or raise `[limits]` in the operator policy",
+            ),
+            (
+                limits.warning(86, Filesystem::Tmp),
+                "the sandbox's /tmp (`isolation.tmp_size`) is 86% full (warning at 85%, the \
+                 step fails at 95%); raise `isolation.tmp_size`, delete files in /tmp or raise \
+                 `[limits]` in the operator policy",
+            ),
+            (
+                limits.stopping(100, Filesystem::Tmp),
+                "the sandbox's /tmp (`isolation.tmp_size`) is 100% full, past the 95% limit: \
+                 the step is stopped and fails; raise `isolation.tmp_size`, delete files in \
+                 /tmp or raise `[limits] disk_abort` in the operator policy",
+            ),
+        ] {
+            assert_eq!(text, expected);
+        }
     }
 }

@@ -93,6 +93,9 @@ pub struct ExecOutcome {
     /// When the command died of SIGKILL while the session's memory cap OOM-killed a process:
     /// what to tell the user (`killed: out of memory (memory cap 32 MiB)`).
     pub oom: Option<String>,
+    /// The watch of [`crate::Session::exec_watched`] stopped the command (its tree was killed):
+    /// why. Distinct from `timed_out`.
+    pub stopped: Option<String>,
 }
 
 impl ExecOutcome {
@@ -123,6 +126,7 @@ mod tests {
             stderr: Capture::default(),
             duration: Duration::ZERO,
             oom: None,
+            stopped: None,
         };
         assert_eq!(
             outcome.exit_code(),

@@ -6,6 +6,9 @@
 
 mod listen;
 mod spawner;
+mod watch;
+
+pub use watch::{MemoryUsage, Tick, Watch};
 
 use std::ffi::OsString;
 use std::fs;
@@ -205,6 +208,18 @@ impl Session {
         request: &ExecRequest,
         on_output: &mut dyn FnMut(Stream, &[u8]),
     ) -> Result<ExecOutcome, SandboxError> {
+        self.exec_watched(request, None, on_output)
+    }
+
+    /// [`Session::exec`], calling `watch` every interval while the command runs; when it answers
+    /// [`Tick::Stop`] the command's tree is killed as at a timeout, and the outcome's `stopped`
+    /// says why.
+    pub fn exec_watched(
+        &mut self,
+        request: &ExecRequest,
+        mut watch: Option<Watch<'_>>,
+        on_output: &mut dyn FnMut(Stream, &[u8]),
+    ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
         let oom_before = self.oom_kills();
         if request.argv.is_empty() {
@@ -287,7 +302,12 @@ impl Session {
         let mut captures = [Capture::default(), Capture::default()];
         let mut open = [Some(out_read), Some(err_read)];
         let mut deadline = request.timeout.map(|t| started + t);
+        let mut next_tick = watch.as_ref().map(|w| started + w.every);
         let mut timed_out = false;
+        let mut stopped = None;
+        // The command's tree has been told to die (timeout or watch); `deadline` is then the
+        // grace for init to report it.
+        let mut killing = false;
         let mut buf = vec![0u8; 64 << 10];
         let status = loop {
             let mut polls = vec![Poll {
@@ -300,7 +320,11 @@ impl Session {
                     readable: false,
                 });
             }
-            let wait = deadline.map_or(-1, |d| {
+            let wake = match (deadline, next_tick.filter(|_| !killing)) {
+                (Some(d), Some(t)) => Some(d.min(t)),
+                (d, t) => d.or(t),
+            };
+            let wait = wake.map_or(-1, |d| {
                 d.saturating_duration_since(Instant::now())
                     .as_millis()
                     .min(i32::MAX as u128) as i32
@@ -341,19 +365,31 @@ impl Session {
                     }
                 }
             }
-            match deadline {
-                Some(d) if Instant::now() >= d && !timed_out => {
-                    timed_out = true;
-                    wire::send(self.control.as_fd(), &ToInit::KillTree, &[])
-                        .map_err(|e| SandboxError::Lost { source: Some(e) })?;
-                    deadline = Some(Instant::now() + KILL_GRACE);
-                }
-                Some(d) if Instant::now() >= d => {
+            let now = Instant::now();
+            let due = deadline.is_some_and(|d| now >= d);
+            if killing {
+                if due {
                     // Init did not report the killed command in time: end the whole session.
                     self.kill();
                     return Err(SandboxError::Lost { source: None });
                 }
-                _ => {}
+                continue;
+            }
+            if due {
+                timed_out = true;
+            } else if let (Some(w), Some(t)) = (watch.as_mut(), next_tick)
+                && now >= t
+            {
+                next_tick = Some(now + w.every);
+                if let Tick::Stop { reason } = (w.tick)(self) {
+                    stopped = Some(reason);
+                }
+            }
+            if timed_out || stopped.is_some() {
+                killing = true;
+                wire::send(self.control.as_fd(), &ToInit::KillTree, &[])
+                    .map_err(|e| SandboxError::Lost { source: Some(e) })?;
+                deadline = Some(Instant::now() + KILL_GRACE);
             }
         };
         // Whatever the command wrote before exiting is in the pipes now; take it without waiting
@@ -377,6 +413,7 @@ impl Session {
             stderr,
             duration: started.elapsed(),
             oom,
+            stopped,
         })
     }
 

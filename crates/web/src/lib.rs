@@ -31,7 +31,7 @@ pub use graph::{Edge, Graph, GraphStep};
 pub use state::{AppState, DerivedGraphs, GraphSource};
 pub use stream::MAX_STREAMS;
 pub use token::Token;
-pub use view::{RunStatus, RunView, StepStatus, StepView};
+pub use view::{ResourceSample, RunStatus, RunView, StepStatus, StepView};
 
 /// The whole UI: pages, assets, the JSON API and the event stream, behind the Host and token
 /// gate.

@@ -73,6 +73,18 @@ pub struct StepView {
     pub finished: Option<Timestamp>,
     /// The latest attempt's output.
     pub console: Console,
+    /// The latest attempt's latest `resources.sample` (the gauges of a running step); absent
+    /// from the JSON until there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceSample>,
+}
+
+/// A `resources.sample`: the session's memory (with a memory cap) and the fuller of the
+/// workspace filesystem and the sandbox's `/tmp`, in percent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ResourceSample {
+    pub memory_bytes: Option<u64>,
+    pub disk_percent: Option<u8>,
 }
 
 impl StepView {
@@ -88,6 +100,7 @@ impl StepView {
             started: None,
             finished: None,
             console: Console::default(),
+            resources: None,
         }
     }
 
@@ -257,6 +270,7 @@ impl RunView {
                     step.started = Some(ts);
                     step.finished = None;
                     step.console = Console::default();
+                    step.resources = None;
                 }
             }
             Event::StepOutput { text, .. } => {
@@ -319,6 +333,17 @@ impl RunView {
                     }),
                 }
             }
+            Event::ResourcesSample {
+                memory_bytes,
+                disk_percent,
+            } => {
+                if let Some(name) = &record.step {
+                    self.step_mut(name).resources = Some(ResourceSample {
+                        memory_bytes: *memory_bytes,
+                        disk_percent: *disk_percent,
+                    });
+                }
+            }
             Event::EgressAllow(audit) | Event::EgressDeny(audit) => {
                 let step = record
                     .step
@@ -370,7 +395,6 @@ impl RunView {
             | Event::ToolResult { .. }
             | Event::ArtifactWritten { .. }
             | Event::CommitCreated { .. }
-            | Event::ResourcesSample { .. }
             | Event::ResourcesWarning { .. }
             | Event::Error { .. } => {}
         }

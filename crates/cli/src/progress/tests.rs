@@ -2,9 +2,9 @@
 
 use cordon_protocol::event::{Outcome, OutputStream, Timestamp, Verdict};
 use cordon_protocol::{Attempt, Event, Record, RunId, StepName};
-use cordon_web::{Edge, Graph, GraphStep, RunView};
+use cordon_web::{Edge, Graph, GraphStep, ResourceSample, RunView};
 
-use super::{duration, live_lines, notice, plain_line, summary};
+use super::{duration, gauges, live_lines, notice, plain_line, summary};
 
 const T0: u64 = 1_769_860_800_000;
 
@@ -147,7 +147,7 @@ fn plain_lines_follow_starts_finishes_and_retries() {
 #[test]
 fn live_lines_show_a_spinner_attempt_and_elapsed_time_for_running_steps() {
     let v = view(&history(), true);
-    let lines = live_lines(&v, T0 + 70_420, 3)
+    let lines = live_lines(&v, T0 + 70_420, 3, None)
         .join("\n")
         .replace('\x1b', "^");
     insta::assert_snapshot!(lines, @r"
@@ -288,4 +288,51 @@ fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
     test  warning: the workspace filesystem is 90% full
     cordon: the diff could not be taken
     ");
+}
+
+#[test]
+fn the_running_step_shows_the_gauges_of_its_latest_sample() {
+    let mut records = history();
+    records.push(record(
+        9,
+        5_000,
+        Some("dev"),
+        Event::ResourcesSample {
+            memory_bytes: Some(120 << 20),
+            disk_percent: Some(42),
+        },
+    ));
+    let v = view(&records, true);
+    let lines = live_lines(&v, T0 + 6_000, 0, Some(512 << 20))
+        .join("\n")
+        .replace('\x1b', "^");
+    insta::assert_snapshot!(lines, @r"
+    ^[34m⠋^[0m dev   ^[34mrunning^[0m  attempt 2  1.5s  ^[2mmem 120 MiB/512 MiB · disk 42%^[0m
+    ^[31m✗^[0m test  ^[31mfailed ^[0m  attempt 1  3.1s  ^[2mexit status 1^[0m
+    ");
+}
+
+#[test]
+fn gauges_show_what_the_sample_holds() {
+    let sample = |memory_bytes, disk_percent| ResourceSample {
+        memory_bytes,
+        disk_percent,
+    };
+    for (s, cap, expected) in [
+        (
+            sample(Some(120 << 20), Some(42)),
+            Some(512 << 20),
+            Some("mem 120 MiB/512 MiB · disk 42%"),
+        ),
+        (sample(Some(120 << 20), None), None, Some("mem 120 MiB")),
+        (sample(None, Some(97)), Some(1 << 30), Some("disk 97%")),
+        (
+            sample(Some(3 << 30), Some(5)),
+            Some(16 << 30),
+            Some("mem 3072 MiB/16.0 GiB · disk 5%"),
+        ),
+        (sample(None, None), None, None),
+    ] {
+        assert_eq!(gauges(&s, cap).as_deref(), expected, "{s:?}");
+    }
 }

@@ -15,6 +15,7 @@ mod proxy;
 mod run;
 mod run_dry_run;
 mod run_egress;
+mod run_limits;
 mod run_ui;
 mod runs;
 mod support;

@@ -10,9 +10,10 @@ use cordon_sandbox::{
     ExecRequest, InitProgram, Network, SandboxError, Session, SessionConfig, Stream, Workspace,
 };
 
-use super::{CommandResult, ExecError, Executor, SessionSpec, StepSession};
+use super::{CommandResult, ExecError, Executor, Gauges, SessionSpec, StepSession, Tick, Watch};
 use crate::egress::{Egress, SessionEgress, SessionLane, SideEvents};
 use crate::error_chain;
+use crate::resources::{Memory, used_percent};
 
 /// Opens sandbox sessions on the workspace, masking `mask` (state dir, policy file) everywhere.
 pub struct SandboxExecutor {
@@ -42,7 +43,8 @@ impl SandboxExecutor {
 
 fn convert(err: SandboxError) -> ExecError {
     match err {
-        SandboxError::Refused { .. } => ExecError::Refused(err.to_string()),
+        // A cap that cannot be enforced refuses like a missing layer (exit 3).
+        SandboxError::Refused { .. } | SandboxError::Cap(_) => ExecError::Refused(err.to_string()),
         other => ExecError::Failed(error_chain(&other)),
     }
 }
@@ -58,6 +60,7 @@ impl Executor for SandboxExecutor {
         if let Some(size) = spec.tmp_size {
             config.tmp_size = size;
         }
+        config.caps = spec.caps;
         config.git_mutations = if spec.allow_git_mutations {
             GitMutations::Allow
         } else {
@@ -150,10 +153,11 @@ struct Live {
     events: Option<SideEvents>,
 }
 
-impl StepSession for Live {
-    fn run(
+impl Live {
+    fn exec(
         &mut self,
         argv: &[String],
+        watch: Option<Watch<'_>>,
         on_output: &mut dyn FnMut(OutputStream, &[u8]),
     ) -> Result<CommandResult, ExecError> {
         let mut request = ExecRequest::new(argv.to_vec());
@@ -161,21 +165,71 @@ impl StepSession for Live {
         request.timeout = self.timeout;
         // The engine logs every chunk through `on_output`; the capture is not used.
         request.capture_limit = 0;
-        let outcome = self
-            .session
-            .exec(&request, &mut |stream, bytes| {
-                let stream = match stream {
-                    Stream::Stdout => OutputStream::Stdout,
-                    Stream::Stderr => OutputStream::Stderr,
+        let mut on_output = |stream, bytes: &[u8]| {
+            let stream = match stream {
+                Stream::Stdout => OutputStream::Stdout,
+                Stream::Stderr => OutputStream::Stderr,
+            };
+            on_output(stream, bytes);
+        };
+        let outcome = match watch {
+            None => self.session.exec(&request, &mut on_output),
+            Some(Watch { every, tick }) => {
+                let mut tick = |session: &Session| match tick(&gauges(session)) {
+                    Tick::Continue => cordon_sandbox::Tick::Continue,
+                    Tick::Stop => cordon_sandbox::Tick::Stop {
+                        reason: "the engine's resource guard".to_owned(),
+                    },
                 };
-                on_output(stream, bytes);
-            })
-            .map_err(convert)?;
+                let watch = cordon_sandbox::Watch {
+                    every,
+                    tick: &mut tick,
+                };
+                self.session
+                    .exec_watched(&request, Some(watch), &mut on_output)
+            }
+        }
+        .map_err(convert)?;
         Ok(CommandResult {
             exit_code: outcome.exit_code(),
             timed_out: outcome.timed_out,
+            stopped: outcome.stopped.is_some(),
             duration: outcome.duration,
         })
+    }
+}
+
+/// What a session measures: its memory (with a cap) and its tmpfs, sampled from the host.
+fn gauges(session: &Session) -> Gauges {
+    Gauges {
+        memory: session.memory_usage().map(|m| Memory {
+            used: m.used,
+            cap: m.cap,
+        }),
+        tmp_percent: used_percent(&session.tmp_path()).ok(),
+    }
+}
+
+impl StepSession for Live {
+    fn run(
+        &mut self,
+        argv: &[String],
+        on_output: &mut dyn FnMut(OutputStream, &[u8]),
+    ) -> Result<CommandResult, ExecError> {
+        self.exec(argv, None, on_output)
+    }
+
+    fn run_watched(
+        &mut self,
+        argv: &[String],
+        watch: Watch<'_>,
+        on_output: &mut dyn FnMut(OutputStream, &[u8]),
+    ) -> Result<CommandResult, ExecError> {
+        self.exec(argv, Some(watch), on_output)
+    }
+
+    fn gauges(&self) -> Gauges {
+        gauges(&self.session)
     }
 
     fn side_events(&self) -> Option<SideEvents> {

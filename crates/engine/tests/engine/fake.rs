@@ -1,12 +1,14 @@
 //! `FakeExecutor`: opens no sandbox; each command's exit code, output and workspace writes come
 //! from a script keyed by the command text and the attempt.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 use cordon_engine::egress::SideEvents;
-use cordon_engine::executor::{ExecError, Purpose};
+use cordon_engine::executor::{ExecError, Gauges, Purpose, Tick, Watch};
 use cordon_engine::{CommandResult, Executor, SessionSpec, StepSession};
 use cordon_protocol::Event;
 use cordon_protocol::event::OutputStream;
@@ -21,7 +23,15 @@ pub struct Behaviour {
     pub writes: Vec<(String, String)>,
     /// Events the session produces on its own while the command runs (egress audit records).
     pub side: Vec<Event>,
+    /// The command keeps running until a watch stops it (at most [`MAX_TICKS`] ticks, then it
+    /// exits with `exit_code`); each tick sees the next of `gauges` (the last one repeats).
+    pub until_stopped: bool,
+    /// What the session measures on its own (memory, tmpfs), tick by tick.
+    pub gauges: Vec<Gauges>,
 }
+
+/// How long a command that runs `until_stopped` lasts without a stop, in watch ticks.
+pub const MAX_TICKS: usize = 1000;
 
 /// One session the engine opened.
 #[derive(Clone, Debug)]
@@ -41,6 +51,8 @@ pub struct FakeExecutor {
     /// Every session opened, in order.
     pub opened: Vec<Opened>,
     pub refuse: Option<String>,
+    /// The commands a watch stopped, in order.
+    pub stopped: Rc<RefCell<Vec<String>>>,
 }
 
 impl FakeExecutor {
@@ -63,6 +75,9 @@ struct FakeSession {
     attempt: u32,
     script: BTreeMap<(String, u32), Behaviour>,
     side: SideEvents,
+    stopped: Rc<RefCell<Vec<String>>>,
+    /// The gauges of the last command run.
+    gauges: Gauges,
 }
 
 impl Executor for FakeExecutor {
@@ -81,23 +96,66 @@ impl Executor for FakeExecutor {
             attempt: spec.attempt.get(),
             script: self.script.clone(),
             side: SideEvents::default(),
+            stopped: Rc::clone(&self.stopped),
+            gauges: Gauges::default(),
         }))
     }
 }
 
+impl FakeSession {
+    fn behaviour(&self, argv: &[String]) -> Behaviour {
+        let command = argv.last().cloned().unwrap_or_default();
+        self.script
+            .get(&(command.clone(), self.attempt))
+            .or_else(|| self.script.get(&(command, 0)))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 impl StepSession for FakeSession {
+    fn run_watched(
+        &mut self,
+        argv: &[String],
+        watch: Watch<'_>,
+        on_output: &mut dyn FnMut(OutputStream, &[u8]),
+    ) -> Result<CommandResult, ExecError> {
+        let behaviour = self.behaviour(argv);
+        if !behaviour.until_stopped {
+            self.gauges = behaviour.gauges.last().copied().unwrap_or_default();
+            return self.run(argv, on_output);
+        }
+        // Started: its writes and output happen, then it runs on, watched.
+        let mut result = self.run(argv, on_output)?;
+        for tick in 0..MAX_TICKS {
+            let last = behaviour.gauges.len().saturating_sub(1);
+            self.gauges = behaviour
+                .gauges
+                .get(tick.min(last))
+                .copied()
+                .unwrap_or_default();
+            if (watch.tick)(&self.gauges) == Tick::Stop {
+                self.stopped
+                    .borrow_mut()
+                    .push(argv.last().cloned().unwrap_or_default());
+                result.exit_code = 137;
+                result.stopped = true;
+                break;
+            }
+        }
+        Ok(result)
+    }
+
+    fn gauges(&self) -> Gauges {
+        self.gauges
+    }
+
     fn run(
         &mut self,
         argv: &[String],
         on_output: &mut dyn FnMut(OutputStream, &[u8]),
     ) -> Result<CommandResult, ExecError> {
-        let command = argv.last().cloned().unwrap_or_default();
-        let behaviour = self
-            .script
-            .get(&(command.clone(), self.attempt))
-            .or_else(|| self.script.get(&(command, 0)))
-            .cloned()
-            .unwrap_or_default();
+        let behaviour = self.behaviour(argv);
         for (path, content) in &behaviour.writes {
             let full = self.workspace.join(path);
             if let Some(parent) = full.parent() {
@@ -118,6 +176,7 @@ impl StepSession for FakeSession {
         Ok(CommandResult {
             exit_code: behaviour.exit_code,
             timed_out: false,
+            stopped: false,
             duration: Duration::from_millis(1),
         })
     }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use cordon_engine::resources::{DiskGuard, DiskLimits};
+use cordon_engine::resources::{Limits, ResourceGuard};
 use cordon_engine::{AgentDriver, Control, Ending, Engine, RunContext, RunState, Secrets};
 use cordon_pipeline::Pipeline;
 use cordon_protocol::event::{Outcome, Timestamp};
@@ -25,8 +25,23 @@ pub struct Harness {
     pub run: RunId,
     /// With `Some`, the engine guards steps with these `[limits]`, its disk samples taken in
     /// order from `disk_samples` (none left: the filesystem cannot be sampled).
-    pub disk: Option<DiskLimits>,
+    pub limits: Option<Limits>,
     pub disk_samples: Rc<RefCell<VecDeque<u8>>>,
+}
+
+/// The guard for `limits` whose workspace samples are taken from `samples` in order (none
+/// left: the filesystem cannot be sampled), sampling running commands at every watch tick.
+pub fn guard(limits: Option<Limits>, samples: Rc<RefCell<VecDeque<u8>>>) -> Option<ResourceGuard> {
+    Some(ResourceGuard {
+        limits: limits?,
+        every: std::time::Duration::from_millis(1),
+        sample: Rc::new(move |_| {
+            samples
+                .borrow_mut()
+                .pop_front()
+                .ok_or_else(|| std::io::Error::other("no sample left"))
+        }),
+    })
 }
 
 pub fn pipeline(yaml: &str) -> Pipeline {
@@ -65,7 +80,7 @@ impl Harness {
             fake,
             secrets: Secrets::default(),
             run,
-            disk: None,
+            limits: None,
             disk_samples: Rc::default(),
         }
     }
@@ -95,19 +110,11 @@ impl Harness {
             Some(k) if record.seq >= k => Control::Stop,
             _ => Control::Continue,
         };
-        let (disk, samples) = (self.disk, Rc::clone(&self.disk_samples));
+        let (limits, samples) = (self.limits, Rc::clone(&self.disk_samples));
         let cx = self.context(None);
         let mut engine = Engine::new(cx, &mut observer).expect("engine");
-        if let Some(limits) = disk {
-            engine.set_disk_guard(DiskGuard {
-                limits,
-                sample: Box::new(move |_| {
-                    samples
-                        .borrow_mut()
-                        .pop_front()
-                        .ok_or_else(|| std::io::Error::other("no sample left"))
-                }),
-            });
+        if let Some(guard) = guard(limits, samples) {
+            engine.set_resource_guard(guard);
         }
         if fresh {
             engine.start(max_attempts).expect("start");

@@ -4,6 +4,7 @@
 mod cgroup;
 mod git;
 mod identity;
+mod inheritance;
 mod layout;
 mod lifecycle;
 mod network;
@@ -11,4 +12,6 @@ mod probe;
 mod process;
 mod protect;
 mod smoke;
+mod submodule;
 mod support;
+mod watch;

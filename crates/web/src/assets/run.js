@@ -24,7 +24,7 @@
   const steps = new Map(); // name -> step
   function newStep(name) {
     return { name, attempts: 0, attempt: null, open: false, verdict: null, reason: null, exit_code: null,
-      started: null, finished: null, lines: [], partial: '', omitted: 0, dirty: true };
+      started: null, finished: null, lines: [], partial: '', omitted: 0, resources: null, dirty: true };
   }
   function consoleFrom(step, text, omitted) {
     const parts = text.split('\n');
@@ -35,7 +35,8 @@
   for (const s of view.steps) {
     const step = Object.assign(newStep(s.name), {
       attempts: s.attempts, attempt: s.attempt, open: s.status === 'running' || (s.status === 'pending' && s.started && !s.finished),
-      verdict: s.verdict, reason: s.reason, exit_code: s.exit_code, started: s.started, finished: s.finished });
+      verdict: s.verdict, reason: s.reason, exit_code: s.exit_code, started: s.started, finished: s.finished,
+      resources: s.resources || null });
     consoleFrom(step, s.console.text, s.console.omitted);
     steps.set(s.name, step);
   }
@@ -92,7 +93,14 @@
       case 'step.started': {
         const s = step(rec.step);
         Object.assign(s, { attempts: s.attempts + 1, attempt: d.attempt, open: true, verdict: null, reason: null, exit_code: null,
-          started: rec.ts, finished: null, lines: [], partial: '', omitted: 0, dirty: true });
+          started: rec.ts, finished: null, lines: [], partial: '', omitted: 0, resources: null, dirty: true });
+        break;
+      }
+      case 'resources.sample': {
+        if (!rec.step) break;
+        const s = step(rec.step);
+        s.resources = { memory_bytes: d.memory_bytes ?? null, disk_percent: d.disk_percent ?? null };
+        s.dirty = true;
         break;
       }
       case 'step.output': { const s = step(rec.step); pushOutput(s, d.text || ''); s.dirty = true; break; }
@@ -339,7 +347,9 @@
       let box = consoleNodes.get(s.name);
       if (!box) {
         box = el('section', { class: 'console', 'data-console': s.name },
-          el('h3', {}, el('span', { class: 'title' }), el('span', { class: 'badge' })), el('pre', {}));
+          el('h3', {}, el('span', { class: 'title' }), el('span', { class: 'badge' }),
+            el('span', { class: 'gauge', hidden: '' }, el('span', { class: 'gauge-text' }), el('span', { class: 'gauge-bar' }, el('span', {})))),
+          el('pre', {}));
         consoles.append(box);
         consoleNodes.set(s.name, box);
       }
@@ -347,6 +357,7 @@
       box.querySelector('.title').textContent = s.name + (s.attempt ? ' · attempt ' + s.attempt : '');
       const badge = box.querySelector('.badge');
       badge.textContent = status; badge.className = 'badge st-' + status;
+      renderGauge(box.querySelector('.gauge'), status === 'running' ? s.resources : null);
       const pre = box.querySelector('pre');
       const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
       pre.replaceChildren();
@@ -355,6 +366,26 @@
       ansi(crlines(text), pre);
       if (stick) pre.scrollTop = pre.scrollHeight;
     }
+  }
+
+  // The running step's latest resources.sample: `mem 120 MiB · disk 42%`, with the raw values
+  // in data-memory (bytes) and data-disk (percent); hidden when there is none.
+  function mib(bytes) { return Math.round(bytes / 1048576) + ' MiB'; }
+  function renderGauge(gauge, r) {
+    const memory = r && r.memory_bytes !== null && r.memory_bytes !== undefined ? r.memory_bytes : null;
+    const disk = r && r.disk_percent !== null && r.disk_percent !== undefined ? r.disk_percent : null;
+    gauge.hidden = memory === null && disk === null;
+    if (memory === null) delete gauge.dataset.memory; else gauge.dataset.memory = String(memory);
+    if (disk === null) delete gauge.dataset.disk; else gauge.dataset.disk = String(disk);
+    const parts = [];
+    if (memory !== null) parts.push('mem ' + mib(memory));
+    if (disk !== null) parts.push('disk ' + disk + '%');
+    gauge.querySelector('.gauge-text').textContent = parts.join(' · ');
+    const bar = gauge.querySelector('.gauge-bar');
+    bar.hidden = disk === null;
+    bar.firstChild.style.width = (disk ?? 0) + '%';
+    gauge.classList.toggle('high', disk !== null && disk >= 85);
+    gauge.title = 'latest sample: memory of the sandbox (with a memory cap) and the fuller of the workspace filesystem and the sandbox /tmp';
   }
 
   function renderEgress() {

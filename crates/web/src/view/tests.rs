@@ -4,7 +4,7 @@
 use cordon_protocol::event::{AuditRecord, Outcome, OutputStream, Timestamp, Verdict};
 use cordon_protocol::{Attempt, Event, Record, RunId, StepName};
 
-use super::{RunStatus, RunView};
+use super::{ResourceSample, RunStatus, RunView};
 use crate::graph::{Edge, Graph, GraphStep};
 
 fn name(text: &str) -> StepName {
@@ -366,4 +366,68 @@ fn egress_rows_group_decisions_per_step_destination_and_reason() {
             "test deny evil.example.test:443 not_allowed x1 0/0",
         ]
     );
+}
+
+#[test]
+fn a_step_keeps_its_latest_attempts_latest_resource_sample() {
+    let sample = |memory: Option<u64>, disk: Option<u8>| {
+        (
+            Some("build"),
+            Event::ResourcesSample {
+                memory_bytes: memory,
+                disk_percent: disk,
+            },
+        )
+    };
+    let mut view = RunView::new(RunId::from_u128(1), "p", None);
+    let mut seen = Vec::new();
+    for (i, (step, event)) in [
+        started("build", 1),
+        sample(None, Some(40)),
+        sample(Some(120 << 20), Some(42)),
+        started("build", 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        view.apply(&Record {
+            run: RunId::from_u128(1),
+            seq: i as u64 + 1,
+            ts: Timestamp(0),
+            step: step.map(name),
+            event,
+        });
+        seen.push(view.steps()[0].resources);
+    }
+    let latest = Some(ResourceSample {
+        memory_bytes: Some(120 << 20),
+        disk_percent: Some(42),
+    });
+    assert_eq!(seen[2], latest);
+    assert_eq!(seen[3], None, "a new attempt starts without gauges");
+
+    // In the JSON snapshot as `resources` on the step, only once there is a sample.
+    let mut view = RunView::new(RunId::from_u128(1), "p", None);
+    for (i, (step, event)) in [started("build", 1), sample(Some(120 << 20), Some(42))]
+        .into_iter()
+        .enumerate()
+    {
+        view.apply(&Record {
+            run: RunId::from_u128(1),
+            seq: i as u64 + 1,
+            ts: Timestamp(0),
+            step: step.map(name),
+            event,
+        });
+        let json = serde_json::to_value(&view).expect("json");
+        let resources = &json["steps"][0]["resources"];
+        if i == 0 {
+            assert!(resources.is_null(), "{json}");
+        } else {
+            assert_eq!(
+                *resources,
+                serde_json::json!({"memory_bytes": 125_829_120, "disk_percent": 42})
+            );
+        }
+    }
 }

@@ -14,7 +14,7 @@ use cordon_engine::agent_step::LoopDriver;
 use cordon_engine::egress::{Egress, OperatorGrants};
 use cordon_engine::executor::sandbox::SandboxExecutor;
 use cordon_engine::host::{self, HostGit};
-use cordon_engine::resources::{DiskGuard, DiskLimits};
+use cordon_engine::resources::{DiskLimits, Limits, ResourceGuard};
 use cordon_engine::{
     AgentDriver, Control, Ending, Engine, EngineError, ErrorClass, RunContext, RunState, Secrets,
     error_chain,
@@ -315,6 +315,7 @@ fn drive(args: &Args, parts: Parts<'_>, start: Start) -> Result<ExitCode, Exit> 
         ui::graph(pipeline),
         Mode::detect(args.json),
     );
+    progress.set_memory_cap(pipeline.isolation.memory.map(|m| m.bytes()));
     if let Start::Resume(_) = start {
         progress.catch_up(&store.events(run).map_err(|e| store_exit(&e))?);
     }
@@ -341,9 +342,12 @@ fn drive(args: &Args, parts: Parts<'_>, start: Start) -> Result<ExitCode, Exit> 
         agents: agents.map(|driver| driver as &mut dyn AgentDriver),
     };
     let mut engine = Engine::new(cx, &mut observer).map_err(|e| engine_exit(&e))?;
-    engine.set_disk_guard(DiskGuard::new(DiskLimits {
-        warn: limits.disk_warn,
-        abort: limits.disk_abort,
+    engine.set_resource_guard(ResourceGuard::new(Limits {
+        disk: DiskLimits {
+            warn: limits.disk_warn,
+            abort: limits.disk_abort,
+        },
+        mem_warn: limits.mem_warn,
     }));
     match start {
         Start::Fresh(max) => engine.start(max),
