@@ -118,6 +118,10 @@ try {
   await expectNode(page, 'build', 'running', 1);
   await expectNode(page, 'review', 'pending', 0);
   await page.locator('[data-console="build"] pre', { hasText: 'Compiling calc' }).waitFor();
+  // The running step's console header shows its latest resource sample.
+  const gauge = page.locator('[data-console="build"] .gauge[data-disk]');
+  await gauge.waitFor();
+  assert.match(await gauge.getAttribute('data-disk'), /^\d+$/);
   writeFileSync(join(work, 'go'), '');
   // (test fails once and build re-runs; those states are too brief to assert on)
   await expectNode(page, 'build', 'passed', 2);
