@@ -124,6 +124,29 @@ fn usage_errors_exit_125_and_name_the_fix() {
 }
 
 #[test]
+fn the_sandboxs_pid_1_shows_none_of_the_hosts_arguments() {
+    let ws = workspace();
+    let marker = "HOST-ARGUMENT-MARKER";
+    let out = exec(
+        ws.path(),
+        &["--env", &format!("UNUSED={marker}")],
+        &[
+            "/bin/sh",
+            "-c",
+            "tr '\\0' ' ' </proc/1/cmdline; echo; tr '\\0' ' ' </proc/self/cmdline",
+            marker,
+        ],
+    );
+    let stdout = text(&out.stdout);
+    let (init, own) = stdout.split_once('\n').expect("two lines");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!init.contains(marker) && !init.contains("exec"), "{init:?}");
+    assert!(init.starts_with("cordon-init"), "{init:?}");
+    // Control: the marker is on the command line, where the workload itself sees it.
+    assert!(own.contains(marker), "{own:?}");
+}
+
+#[test]
 fn timeout_exits_124_and_says_so() {
     let ws = workspace();
     let out = exec(
