@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
 # Egress proxy benchmark (issue 6, DESIGN §9): 1 GiB over loopback through `cordon proxy` by
 # CONNECT (`curl --proxytunnel`) and by absolute-form HTTP (`curl --proxy`), against curl straight
-# to the upstream and against tinyproxy (Debian package) in the same run; medians of
-# CORDON_BENCH_RUNS (default 5) runs each, interleaved. Two upstreams, because the ratio depends
-# on how much CPU the upstream leaves the proxy on a small machine: `memory` sends from a 1 MiB
-# buffer with send(2) (the fastest direct peer), `file` sends a tmpfs file with sendfile(2) (what
-# a static file server does). Then CONNECT setup latency — from the client's completed TCP
-# connect to the `200` — p50 and p99 over CORDON_BENCH_SETUPS (default 2000) connections, for
-# cordon and tinyproxy.
+# to the upstream, against tinyproxy (Debian package) and against a minimal blocking splice relay
+# (`bench/splice-floor.py`, the floor: what any relay costs on this machine) in the same run;
+# medians of CORDON_BENCH_RUNS (default 5) runs each, interleaved. Two upstreams, because the
+# ratio depends on how much CPU the upstream leaves the proxy on a small machine: `memory` sends
+# from a 1 MiB buffer with send(2) (the fastest direct peer), `file` sends a tmpfs file with
+# sendfile(2) (what a static file server does). Each row also gives the CPU seconds per GiB of
+# the relay and of all three processes together (upstream + relay + curl, user + system): on two
+# cores, 2 / that total bounds the throughput of any relay. Then CONNECT setup latency — from the
+# client's completed TCP connect to the `200` — p50 and p99 over CORDON_BENCH_SETUPS (default
+# 2000) connections, for cordon and tinyproxy.
+#
+# CORDON_BENCH_FIFO=1 runs every process of the measurement (upstreams, relays, curl) as
+# SCHED_FIFO (root only): each then runs until it blocks, which shows what the relays reach when
+# the scheduler's placement of three busy processes on few cores is taken out of the picture.
 #
 #   bash bench/proxy-throughput.sh           # from anywhere; everything stays on 127.0.0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs="${CORDON_BENCH_RUNS:-5}"
+sched=()
+if [ "${CORDON_BENCH_FIFO:-0}" = 1 ]; then
+    sched=(chrt -f 1)
+fi
 setups="${CORDON_BENCH_SETUPS:-2000}"
 size=$((1024 * 1024 * 1024))
 
@@ -108,18 +119,21 @@ print("%.3f %.3f" % (samples[len(samples) // 2] / 1e6, samples[len(samples) * 99
 EOF
 
 head -c "$size" /dev/zero >"$blob"
-python3 "$work/upstream.py" "$size" >"$work/memory.port" &
+"${sched[@]}" python3 "$work/upstream.py" "$size" >"$work/memory.port" &
 pids+=($!)
-python3 "$work/upstream.py" "$size" "$blob" >"$work/file.port" &
+declare -A upstream_pid=([memory]=$!)
+"${sched[@]}" python3 "$work/upstream.py" "$size" "$blob" >"$work/file.port" &
 pids+=($!)
+upstream_pid[file]=$!
 until [ -s "$work/memory.port" ] && [ -s "$work/file.port" ]; do sleep 0.05; done
 up=$(cat "$work/memory.port")
 file_up=$(cat "$work/file.port")
 
-XDG_CONFIG_HOME="$work" "$cordon" proxy --listen 127.0.0.1:0 \
+XDG_CONFIG_HOME="$work" "${sched[@]}" "$cordon" proxy --listen 127.0.0.1:0 \
     --allow "ip:127.0.0.1:$up" --allow "ip:127.0.0.1:$file_up" --allow-private 127.0.0.0/8 \
     >"$work/cordon.out" &
 pids+=($!)
+cordon_pid=$!
 until [ -s "$work/cordon.out" ]; do sleep 0.05; done
 cordon_addr=$(awk '{print $2}' "$work/cordon.out")
 cordon_port=${cordon_addr##*:}
@@ -136,44 +150,79 @@ LogLevel Critical
 Allow 127.0.0.1
 DisableViaHeader Yes
 EOF
-tinyproxy -d -c "$work/tinyproxy.conf" 2>/dev/null &
+"${sched[@]}" tinyproxy -d -c "$work/tinyproxy.conf" 2>/dev/null &
 pids+=($!)
+tiny_pid=$!
 until (exec 3<>"/dev/tcp/127.0.0.1/$tiny_port") 2>/dev/null; do sleep 0.1; done
 
-# Bytes per second of one 1 GiB download from $url; fails if fewer bytes arrived.
+"${sched[@]}" python3 bench/splice-floor.py >"$work/floor.out" &
+pids+=($!)
+floor_pid=$!
+until [ -s "$work/floor.out" ]; do sleep 0.05; done
+floor_addr=$(awk '{print $2}' "$work/floor.out")
+
+# CPU seconds (user + system, all threads, finished ones included) a process has used so far.
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+
+# One 1 GiB download from $url through relay process RELAY_PID (or `-` for none): prints bytes
+# per second, the relay's CPU seconds, and the CPU seconds of upstream + relay + curl; fails if
+# fewer bytes arrived.
 fetch() {
-    local out
-    out=$(curl --noproxy '' -s -o /dev/null -w '%{size_download} %{speed_download}' "$@" "$url")
+    local relay=$1 out up0 up1 re0=0 re1=0 times
+    shift
+    up0=$(cpu_of "$upstream")
+    [ "$relay" = - ] || re0=$(cpu_of "$relay")
+    times=$(mktemp)
+    out=$( { TIMEFORMAT='%U %S'; time "${sched[@]}" curl --noproxy '' -s -o /dev/null \
+        -w '%{size_download} %{speed_download}' "$@" "$url"; } 2>"$times")
+    up1=$(cpu_of "$upstream")
+    [ "$relay" = - ] || re1=$(cpu_of "$relay")
     [ "${out%% *}" = "$size" ] || { echo "cordon: short download ($out) with: $*" >&2; exit 1; }
-    echo "${out##* }"
+    read -r cu cs <"$times"
+    rm -f "$times"
+    awk -v b="${out##* }" -v u0="$up0" -v u1="$up1" -v r0="$re0" -v r1="$re1" \
+        -v cu="$cu" -v cs="$cs" 'BEGIN {printf "%s/%.2f/%.2f", b, r1 - r0, (u1 - u0) + (r1 - r0) + cu + cs}'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 
-# measure LABEL PORT: the five ways, interleaved, RUNS times; prints the table.
+# measure LABEL PORT: the seven ways, interleaved, RUNS times; prints the table.
 measure() {
-    local label=$1 i way
+    local label=$1 i way field
     url="http://127.0.0.1:$2/blob"
-    local -A samples=() mb=()
-    local ways=(direct cordon_connect cordon_http tiny_connect tiny_http)
+    upstream=${upstream_pid[$label]}
+    local -A samples=() mb=() relay_cpu=() total_cpu=()
+    local ways=(direct cordon_connect cordon_http tiny_connect tiny_http floor_connect floor_http)
     for ((i = 1; i <= runs; i++)); do
-        samples[direct]+="$(fetch) "
-        samples[cordon_connect]+="$(fetch --proxytunnel -x "http://$cordon_addr") "
-        samples[cordon_http]+="$(fetch -x "http://$cordon_addr") "
-        samples[tiny_connect]+="$(fetch --proxytunnel -x "http://127.0.0.1:$tiny_port") "
-        samples[tiny_http]+="$(fetch -x "http://127.0.0.1:$tiny_port") "
+        samples[direct]+="$(fetch -) "
+        samples[cordon_connect]+="$(fetch "$cordon_pid" --proxytunnel -x "http://$cordon_addr") "
+        samples[cordon_http]+="$(fetch "$cordon_pid" -x "http://$cordon_addr") "
+        samples[tiny_connect]+="$(fetch "$tiny_pid" --proxytunnel -x "http://127.0.0.1:$tiny_port") "
+        samples[tiny_http]+="$(fetch "$tiny_pid" -x "http://127.0.0.1:$tiny_port") "
+        samples[floor_connect]+="$(fetch "$floor_pid" --proxytunnel -x "http://$floor_addr") "
+        samples[floor_http]+="$(fetch "$floor_pid" -x "http://$floor_addr") "
     done
+    # field N of every `bytes/relay/total` sample of WAY, one a line
+    field() { echo "${samples[$1]}" | tr ' ' '\n' | grep . | cut -d/ -f"$2"; }
     for way in "${ways[@]}"; do
-        mb[$way]=$(echo "${samples[$way]}" | tr ' ' '\n' | grep . | median | awk '{printf "%.0f", $1 / 1048576}')
+        mb[$way]=$(field "$way" 1 | median | awk '{printf "%.0f", $1 / 1048576}')
+        relay_cpu[$way]=$(field "$way" 2 | median)
+        total_cpu[$way]=$(field "$way" 3 | median)
     done
-    echo "1 GiB over loopback, $label upstream, median of $runs (MiB/s)"
-    printf '  %-28s %6s MiB/s\n' "direct curl" "${mb[direct]}"
-    printf '  %-28s %6s MiB/s  %sx direct  %sx tinyproxy\n' "cordon CONNECT" "${mb[cordon_connect]}" \
-        "$(ratio "${mb[cordon_connect]}" "${mb[direct]}")" "$(ratio "${mb[cordon_connect]}" "${mb[tiny_connect]}")"
-    printf '  %-28s %6s MiB/s  %sx direct  %sx tinyproxy\n' "cordon absolute-form HTTP" "${mb[cordon_http]}" \
-        "$(ratio "${mb[cordon_http]}" "${mb[direct]}")" "$(ratio "${mb[cordon_http]}" "${mb[tiny_http]}")"
-    printf '  %-28s %6s MiB/s  %sx direct\n' "tinyproxy CONNECT" "${mb[tiny_connect]}" "$(ratio "${mb[tiny_connect]}" "${mb[direct]}")"
-    printf '  %-28s %6s MiB/s  %sx direct\n' "tinyproxy absolute-form HTTP" "${mb[tiny_http]}" "$(ratio "${mb[tiny_http]}" "${mb[direct]}")"
+    echo "1 GiB over loopback, $label upstream, median of $runs (MiB/s; CPU s per GiB: relay, all three)"
+    row() { # LABEL WAY [TINYPROXY_WAY]: throughput, ratios, CPU
+        local vs=""
+        [ -n "${3:-}" ] && vs="  $(ratio "${mb[$2]}" "${mb[$3]}")x tinyproxy"
+        printf '  %-30s %6s MiB/s  %sx direct%-21s  cpu %5s / %5s\n' "$1" "${mb[$2]}" \
+            "$(ratio "${mb[$2]}" "${mb[direct]}")" "$vs" "${relay_cpu[$2]}" "${total_cpu[$2]}"
+    }
+    printf '  %-30s %6s MiB/s  %-37s  cpu %5s / %5s\n' "direct curl" "${mb[direct]}" "" "-" "${total_cpu[direct]}"
+    row "cordon CONNECT" cordon_connect tiny_connect
+    row "cordon absolute-form HTTP" cordon_http tiny_http
+    row "tinyproxy CONNECT" tiny_connect
+    row "tinyproxy absolute-form HTTP" tiny_http
+    row "splice floor CONNECT" floor_connect
+    row "splice floor absolute-form" floor_http
 }
 
 measure memory "$up"

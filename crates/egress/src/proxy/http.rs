@@ -247,36 +247,8 @@ impl Exchange<'_> {
         }
     }
 
-    /// The request head sent upstream: origin form, the checked authority as `Host`, end-to-end
-    /// fields only, framing from the proxy's own reading of the body, and `Connection: close`
-    /// (the upstream connection serves this one request).
     fn upstream_head(&self) -> Vec<u8> {
-        let target = self.form.target();
-        let mut out = format!(
-            "{} {} HTTP/1.1\r\nHost: {}\r\n",
-            self.head.method,
-            self.form.path(),
-            host_field(target)
-        )
-        .into_bytes();
-        let connection = connection_tokens(&self.head.headers);
-        for header in &self.head.headers {
-            // The client's Host is replaced, never forwarded: a Host naming another server would
-            // let a virtual-hosting upstream serve a destination the policy never checked.
-            if header.name.eq_ignore_ascii_case("host") || is_hop_by_hop(header, &connection) {
-                continue;
-            }
-            push_header(&mut out, header);
-        }
-        match self.framing {
-            Framing::Length(n) => {
-                out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes())
-            }
-            Framing::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
-            Framing::Empty | Framing::UntilClose => {}
-        }
-        out.extend_from_slice(b"Connection: close\r\n\r\n");
-        out
+        upstream_head(self.head, self.form, self.framing)
     }
 
     /// Reads response heads (forwarding interim 1xx ones) and relays the final response. Returns
@@ -343,8 +315,38 @@ impl Exchange<'_> {
     }
 }
 
+/// The request head sent upstream: origin form, the checked authority as `Host`, end-to-end
+/// fields only, framing from the proxy's own reading of the body, and `Connection: close` (the
+/// upstream connection serves this one request).
+pub(super) fn upstream_head(head: &RequestHead, form: &AbsoluteForm, framing: Framing) -> Vec<u8> {
+    let target = form.target();
+    let mut out = format!(
+        "{} {} HTTP/1.1\r\nHost: {}\r\n",
+        head.method,
+        form.path(),
+        host_field(target)
+    )
+    .into_bytes();
+    let connection = connection_tokens(&head.headers);
+    for header in &head.headers {
+        // The client's Host is replaced, never forwarded: a Host naming another server would
+        // let a virtual-hosting upstream serve a destination the policy never checked.
+        if header.name.eq_ignore_ascii_case("host") || is_hop_by_hop(header, &connection) {
+            continue;
+        }
+        push_header(&mut out, header);
+    }
+    match framing {
+        Framing::Length(n) => out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes()),
+        Framing::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        Framing::Empty | Framing::UntilClose => {}
+    }
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    out
+}
+
 /// `Host` for `target`: the checked authority, without the default port.
-fn host_field(target: &Target) -> String {
+pub(super) fn host_field(target: &Target) -> String {
     if target.port() == Port::HTTP {
         target.host().to_string()
     } else {

@@ -349,3 +349,24 @@ async fn a_chunked_response_is_reencoded_for_http_1_1_and_unframed_for_http_1_0(
     );
     assert!(text.ends_with("\r\nConnection: close\r\n\r\nabc"), "{text}");
 }
+
+/// The head path the fuzz target drives (`fuzz/fuzz_targets/proxy_head.rs`), on heads a client
+/// might send: its assertions (one `Host`, no hop-by-hop or `Proxy-*` field, the same framing
+/// upstream) hold, and heads the proxy would refuse are not rewritten at all.
+#[test]
+fn the_rewritten_upstream_head_keeps_its_properties_on_sample_heads() {
+    let heads: [&[u8]; 8] = [
+        b"GET http://example.test/a?b HTTP/1.1\r\nHost: other.test\r\n\r\n",
+        b"GET http://example.test:8080/ HTTP/1.1\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nProxy-Authorization: Basic eA==\r\n\r\n",
+        b"POST http://example.test/up HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+        b"POST http://example.test/up HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTE: trailers\r\nTrailer: X\r\n\r\n",
+        b"POST http://example.test/up HTTP/1.0\r\nContent-Length: 0\r\nUpgrade: h2c\r\n\r\n",
+        // Refused before any rewrite: both lengths, and a coding other than `chunked`.
+        b"POST http://example.test/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST http://example.test/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        b"CONNECT example.test:443 HTTP/1.1\r\nHost: elsewhere.test\r\n\r\n",
+    ];
+    for head in heads {
+        cordon_egress::proxy::fuzz_request_head(head);
+    }
+}

@@ -90,6 +90,71 @@ async fn an_idle_tunnel_is_closed() {
 }
 
 #[tokio::test]
+async fn a_busy_tunnel_stays_open_past_the_idle_timeout() {
+    let upstream = Upstream::start(Answer::Echo).await;
+    let port = upstream.port();
+    let idle = Duration::from_millis(400);
+    let running = Setup::new()
+        .allow(&format!("ip:127.0.0.1:{port}"))
+        .loopback_allowed()
+        .limits(|l| l.idle_timeout = idle)
+        .start()
+        .await;
+    let (mut client, response) = exchange(
+        &running,
+        &format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    // Bytes keep moving for three idle timeouts, a round trip every fifth of one: the idle
+    // timeout counts from the last byte either way, not from the tunnel's start.
+    let deadline = tokio::time::Instant::now() + idle * 3;
+    let mut trips = 0u64;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(idle / 5).await;
+        client.write_all(b"ping").await.unwrap();
+        let mut echo = [0u8; 4];
+        client.read_exact(&mut echo).await.unwrap();
+        assert_eq!(&echo, b"ping");
+        trips += 1;
+    }
+    client.shutdown().await.unwrap();
+    assert_eq!(read_to_close(&mut client).await, b"");
+    let records = running.records.wait_for(2).await;
+    assert_eq!(
+        (records[1].1.bytes_up, records[1].1.bytes_down),
+        (4 * trips, 4 * trips)
+    );
+}
+
+#[tokio::test]
+async fn shutdown_ends_an_open_tunnel_once_the_grace_runs_out() {
+    let upstream = Upstream::start(Answer::Echo).await;
+    let port = upstream.port();
+    let running = Setup::new()
+        .allow(&format!("ip:127.0.0.1:{port}"))
+        .loopback_allowed()
+        .limits(|l| l.shutdown_grace = SHORT)
+        .start()
+        .await;
+    let (mut client, response) = exchange(
+        &running,
+        &format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    client.write_all(b"ping").await.unwrap();
+    let mut echo = [0u8; 4];
+    client.read_exact(&mut echo).await.unwrap();
+    running.shutdown.trigger();
+    // The tunnel is neither idle (120 s) nor finished: it is dropped when the grace runs out.
+    let served = tokio::time::timeout(super::PATIENCE, running.task).await;
+    assert!(matches!(served, Ok(Ok(Ok(())))), "{served:?}");
+    assert_eq!(read_to_close(&mut client).await, b"");
+    assert!(running.proxy.wait_idle(super::PATIENCE).await);
+}
+
+#[tokio::test]
 async fn connections_beyond_the_limit_wait_until_a_slot_frees() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
