@@ -161,37 +161,39 @@ pub(crate) fn gather(
         });
     }
 
-    // The top-level git directories, then every submodule's (found through the index; see
-    // `git/submodule.rs`), each mounted the same way. A submodule path without a `.git` is kept
-    // read-only as a whole (listed with the protected entries), so none can be created in it.
+    // The top-level git directories, then every submodule's and linked worktree's inside the
+    // workspace (see `git::protection`), each mounted the same way. A submodule path without a
+    // `.git` is kept read-only as a whole (listed with the protected entries), so none can be
+    // created in it.
     let mut git = None;
     let mut submodules = Vec::new();
     let mut gitlink_paths = Vec::new();
-    if let Some(dirs) = git::discover(&workspace_path)? {
-        let found = git::submodules(&workspace_path, &dirs)?;
-        let mut mounter = GitMounter {
-            config,
-            identity,
-            workspace: &workspace_path,
-            idmap,
-            fds: &mut fds,
-            mounted: Vec::new(),
-        };
-        let top = [Some(dirs.git_dir), dirs.common_dir];
-        git = Some(mounter.layout(dirs.dot_git_file, top.into_iter().flatten())?);
-        for submodule in found {
-            match submodule.git {
-                git::SubmoduleGit::Dir(dir) => {
-                    submodules.push(mounter.layout(None, [dir])?);
-                }
-                git::SubmoduleGit::File { file, git_dir } => {
-                    submodules.push(mounter.layout(Some(file), git_dir)?);
-                }
-                git::SubmoduleGit::Missing { is_dir } => {
-                    utf8(&submodule.path)?;
-                    let kind = if is_dir { Kind::Dir } else { Kind::File };
-                    gitlink_paths.push((submodule.path, kind));
-                }
+    let protection = git::protection(&workspace_path)?;
+    let mut mounter = GitMounter {
+        config,
+        identity,
+        workspace: &workspace_path,
+        idmap,
+        fds: &mut fds,
+        mounted: Vec::new(),
+        protected: Vec::new(),
+    };
+    // A `.git` file whose directory is not accepted is still bound read-only (no directory).
+    if protection.dot_git_file.is_some() || !protection.dirs.is_empty() {
+        git = Some(mounter.layout(protection.dot_git_file, protection.dirs)?);
+    }
+    for submodule in protection.submodules {
+        match submodule.git {
+            git::SubmoduleGit::Dir(dir) => {
+                submodules.push(mounter.layout(None, [dir])?);
+            }
+            git::SubmoduleGit::File { file, git_dir } => {
+                submodules.push(mounter.layout(Some(file), git_dir)?);
+            }
+            git::SubmoduleGit::Missing { is_dir } => {
+                utf8(&submodule.path)?;
+                let kind = if is_dir { Kind::Dir } else { Kind::File };
+                gitlink_paths.push((submodule.path, kind));
             }
         }
     }
@@ -294,6 +296,8 @@ struct GitMounter<'a> {
     fds: &'a mut Vec<OwnedFd>,
     /// The git directories mounted so far.
     mounted: Vec<PathBuf>,
+    /// The entries kept read-only under `allow_git_mutations` so far.
+    protected: Vec<PathBuf>,
 }
 
 impl GitMounter<'_> {
@@ -331,8 +335,16 @@ impl GitMounter<'_> {
                 })?
             };
             if self.config.git_mutations == GitMutations::Allow {
-                for name in git::PROTECTED {
-                    protected.push(protected_entry(&dir.join(name))?);
+                // The configuration of the git directories nested in this one (deinitialised
+                // submodules', worktrees'), which no gitlink or `.git` file leads to. An entry
+                // already kept read-only (a nested git directory mounted itself) is not bound
+                // twice.
+                let own = git::PROTECTED.iter().map(|name| dir.join(name));
+                for path in own.chain(git::protected_below(&dir)?) {
+                    if !self.protected.contains(&path) {
+                        protected.push(protected_entry(&path)?);
+                        self.protected.push(path);
+                    }
                 }
             }
             self.mounted.push(dir.clone());

@@ -11,18 +11,29 @@
 //!   it lies inside the workspace, or when the git directory is `<common>/worktrees/<name>` — then
 //!   the common directory is derived from the (already accepted) git directory's own path and the
 //!   file merely confirms it;
+//! * not accepting a directory never leaves the `.git` file writable: whatever it names, it is
+//!   bound read-only onto itself (see [`protection`]), so it cannot be repointed at a directory
+//!   the sandbox made;
 //! * a symlinked `.git` is refused, since the link itself could be swapped between sessions;
 //! * every file is read with `O_NOFOLLOW | O_NONBLOCK`, must be a regular file, and at most
 //!   [`MAX_POINTER`] bytes are read, so a FIFO cannot hang the host nor `/dev/zero` exhaust it.
 //!
-//! Submodules (gitlinks) get the same treatment through [`submodules`]: their paths come from the
-//! index (`index.rs`), what their `.git` is from `submodule.rs`.
+//! A `.git` file is parsed exactly as git parses it and the path in it resolved on a route the
+//! sandbox cannot change (`gitdir.rs`). Submodules (gitlinks) and linked worktrees inside the
+//! workspace get the same treatment through [`protection`]: gitlink paths come from the index
+//! (`index.rs`), worktrees from `worktrees/*/gitdir` (`worktree.rs`), what their `.git` is from
+//! `submodule.rs`.
 
+mod gitdir;
 mod index;
+mod nested;
 mod submodule;
+mod worktree;
 
-pub use index::IndexError;
-pub use submodule::{MAX_DEPTH, MAX_INDEX, MAX_SUBMODULES, Submodule, SubmoduleGit, submodules};
+pub use gitdir::GitFileProblem;
+pub use index::{IndexError, MAX_NAME};
+pub use nested::protected_below;
+pub use submodule::{MAX_DEPTH, MAX_INDEX, MAX_SUBMODULES, Submodule, SubmoduleGit};
 
 use std::fs;
 use std::io::{self, Read};
@@ -51,12 +62,22 @@ pub enum GitError {
          could repoint; replace the link with the directory it names"
     )]
     SymlinkedSubmodule { path: PathBuf },
+    /// A `.git` file whose target the sandbox could change (see `git/gitdir.rs`).
+    #[error(
+        "the `.git` file `{path}` {problem}, so the sandbox could redirect the git on the host; \
+         rewrite it on the host as `gitdir: ` and the git directory's absolute path, or remove it"
+    )]
+    UnsafeGitFile {
+        path: PathBuf,
+        #[source]
+        problem: GitFileProblem,
+    },
     /// The index cannot be parsed: cordon cannot tell which submodules to protect, so it refuses
     /// rather than leave one writable.
     #[error(
         "cannot parse the git index `{path}` to find the submodules to protect; rewrite it on \
-         the host with `git update-index --index-version 2` (or `git read-tree HEAD` if it is \
-         damaged)"
+         the host with `git update-index --no-split-index --index-version 2` (or \
+         `git read-tree HEAD` if it is damaged)"
     )]
     Index {
         path: PathBuf,
@@ -64,10 +85,16 @@ pub enum GitError {
         source: IndexError,
     },
     #[error(
-        "the workspace has more than {limit} submodules, more than cordon protects; split the \
-         work tree or deinitialise some with `git submodule deinit`"
+        "the workspace has more than {limit} submodules and linked worktrees, more than cordon \
+         protects; split the work tree, deinitialise some with `git submodule deinit` or remove \
+         worktrees with `git worktree remove`"
     )]
     TooManySubmodules { limit: usize },
+    #[error(
+        "submodules nest more than {limit} levels deep below `{path}`, deeper than cordon \
+         follows; deinitialise the deepest with `git submodule deinit`"
+    )]
+    TooDeep { path: PathBuf, limit: usize },
 }
 
 /// Parses `bytes` as a git index and returns its gitlink paths: the entry point of the
@@ -97,42 +124,176 @@ pub const PROTECTED: [&str; 6] = [
     "objects/info/alternates",
 ];
 
-/// Finds the git directories of `workspace` (canonical); `None` when it is not a git work tree or
-/// its `.git` file does not check out. A symlinked `.git` is an error (see [`GitError`]).
+/// Finds the git directories of `workspace` (canonical); `None` when it is not the top of a git
+/// work tree or its `.git` file names a directory cordon would not mount. A symlinked `.git` is
+/// an error, and so is a `.git` file whose target the sandbox could change (see [`GitError`]).
 pub fn discover(workspace: &Path) -> Result<Option<GitDirs>, GitError> {
-    let dot_git = workspace.join(".git");
-    let Ok(meta) = fs::symlink_metadata(&dot_git) else {
-        return Ok(None);
-    };
-    let (dot_git_file, git_dir) = if meta.is_symlink() {
-        return Err(GitError::SymlinkedDotGit { path: dot_git });
-    } else if meta.is_dir() {
-        (None, dot_git.clone())
-    } else if meta.is_file() {
-        let Some(text) = read_pointer(&dot_git)? else {
-            return Ok(None);
-        };
-        let Some(named) = gitdir_line(&text) else {
-            return Ok(None);
-        };
-        let Ok(git_dir) = workspace.join(named).canonicalize() else {
-            return Ok(None);
-        };
-        if !git_dir.is_dir()
-            || (!git_dir.starts_with(workspace) && !points_back(&git_dir, &dot_git)?)
-        {
-            return Ok(None);
+    Ok(match find(workspace)? {
+        Top::Accepted(dirs) => Some(dirs),
+        Top::Unaccepted { .. } | Top::Absent => None,
+    })
+}
+
+/// Everything in (and around) the workspace that git on the host would read and the sandbox
+/// must not be able to change. See [`protection`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protection {
+    /// The `.git` at the workspace root when it is not a directory: bound read-only onto itself
+    /// whether or not the directory it names is mounted.
+    pub dot_git_file: Option<PathBuf>,
+    /// The workspace's own git directories to mount (git directory, then common directory);
+    /// empty when the `.git` file names a directory cordon does not accept, or there is no `.git`.
+    pub dirs: Vec<PathBuf>,
+    /// The submodules and linked worktrees inside the workspace, at any depth.
+    pub submodules: Vec<Submodule>,
+}
+
+/// What `cordon exec` protects in `workspace` (canonical), whatever its git layout:
+/// * the top of a work tree with an accepted git directory: that directory, read-only;
+/// * a `.git` file whose directory cordon does not accept (a submodule's own work tree names
+///   `../.git/modules/<name>`, which does not name it back; `git init --separate-git-dir`):
+///   the file itself, read-only, so it cannot be repointed at a directory the sandbox made.
+///   The directory is not mounted (git inside the sandbox then fails, which is safe);
+/// * no `.git` at all: the workspace may be a subdirectory of a work tree, whose git on the host
+///   inspects the submodules under it — so the index of every repository above the workspace is
+///   read for gitlinks inside it. A `.git` the sandbox creates at the workspace root cannot be
+///   prevented (there is nothing to mount over); see the threat model.
+///
+/// In every case, the gitlinks and linked worktrees inside the workspace are found through the
+/// indexes and `worktrees/` of every git directory involved, mounted or not: reading one cannot
+/// mount anything, and it is outside the sandbox's reach unless it was mounted writable.
+pub fn protection(workspace: &Path) -> Result<Protection, GitError> {
+    // (work tree, its git directory): where gitlinks and worktrees are read from.
+    let mut starts: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let (dot_git_file, dirs) = match find(workspace)? {
+        Top::Accepted(found) => {
+            starts.push((workspace.to_path_buf(), found.git_dir.clone()));
+            let dirs = [Some(found.git_dir), found.common_dir];
+            (found.dot_git_file, dirs.into_iter().flatten().collect())
         }
-        (Some(dot_git.clone()), git_dir)
+        Top::Unaccepted { file, named } => {
+            starts.extend(named.map(|dir| (workspace.to_path_buf(), dir)));
+            (Some(file), Vec::new())
+        }
+        Top::Absent => {
+            starts.extend(enclosing(workspace)?);
+            (None, Vec::new())
+        }
+    };
+    let submodules = submodule::inside(workspace, &dirs, starts)?;
+    Ok(Protection {
+        dot_git_file,
+        dirs,
+        submodules,
+    })
+}
+
+/// What the workspace root's `.git` is.
+enum Top {
+    /// There is none.
+    Absent,
+    /// A `.git` directory, or a `.git` file naming a directory cordon accepts (see the module
+    /// documentation).
+    Accepted(GitDirs),
+    /// A `.git` that is not a directory and names no directory cordon accepts; `named` is the
+    /// existing directory it names, if any.
+    Unaccepted {
+        file: PathBuf,
+        named: Option<PathBuf>,
+    },
+}
+
+fn find(workspace: &Path) -> Result<Top, GitError> {
+    let dot_git = workspace.join(".git");
+    let meta = match fs::symlink_metadata(&dot_git) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Top::Absent),
+        Err(source) => {
+            return Err(GitError::Read {
+                path: dot_git,
+                source,
+            });
+        }
+        Ok(meta) => meta,
+    };
+    if meta.is_symlink() {
+        return Err(GitError::SymlinkedDotGit { path: dot_git });
+    }
+    let (dot_git_file, git_dir) = if meta.is_dir() {
+        (None, dot_git.clone())
     } else {
-        return Ok(None);
+        // A file — or anything else that is not a directory (a FIFO): git skips those, but the
+        // sandbox could replace it with a `gitdir:` file, so it is kept read-only all the same.
+        match named_dir(workspace, workspace, &dot_git)? {
+            Some(dir) if dir.starts_with(workspace) || points_back(&dir, &dot_git)? => {
+                (Some(dot_git.clone()), dir)
+            }
+            named => {
+                return Ok(Top::Unaccepted {
+                    file: dot_git,
+                    named,
+                });
+            }
+        }
     };
     let common_dir = common_dir(workspace, &git_dir)?;
-    Ok(Some(GitDirs {
+    Ok(Top::Accepted(GitDirs {
         dot_git_file,
         git_dir,
         common_dir,
     }))
+}
+
+/// The directory the `.git` file `file` (in the directory `base`) names, resolved as git on the
+/// host will resolve it (`gitdir.rs`); `None` when git could not use it either. Refused when
+/// the file is over-long (cordon would read less of it than git) or its route is the sandbox's
+/// to change.
+fn named_dir(workspace: &Path, base: &Path, file: &Path) -> Result<Option<PathBuf>, GitError> {
+    let Some(bytes) = read_bounded(file)? else {
+        return Ok(None);
+    };
+    if bytes.len() as u64 > MAX_POINTER {
+        let problem = GitFileProblem::TooLong { limit: MAX_POINTER };
+        return Err(GitError::unsafe_file(file, problem));
+    }
+    let Some(named) = gitdir::parse(&bytes) else {
+        return Ok(None);
+    };
+    match gitdir::resolve(workspace, base, named) {
+        Ok(gitdir::Named::Dir(dir)) => Ok(Some(dir)),
+        Ok(gitdir::Named::Nothing) => Ok(None),
+        Err(problem) => Err(GitError::unsafe_file(file, problem)),
+    }
+}
+
+/// The work trees above the workspace (the nearest first) that have a `.git`, with the git
+/// directory each names. Every one is listed, not only the nearest: git skips a `.git` that is
+/// not a repository and looks further up, and cordon need not decide which one git settles on
+/// when reading all of them only protects more. Their `.git` lies outside the workspace, where
+/// the sandbox cannot write, so following links there is safe.
+fn enclosing(workspace: &Path) -> Result<Vec<(PathBuf, PathBuf)>, GitError> {
+    let mut found = Vec::new();
+    for top in workspace.ancestors().skip(1) {
+        let dot_git = top.join(".git");
+        let Ok(meta) = fs::metadata(&dot_git) else {
+            continue;
+        };
+        let git_dir = if meta.is_dir() {
+            dot_git.canonicalize().ok()
+        } else if meta.is_file() {
+            match named_dir(workspace, top, &dot_git) {
+                Ok(dir) => dir,
+                // A `.git` file above the workspace that this user cannot read: git run by this
+                // user cannot use it either, and it lies outside the sandbox's reach. Skipped
+                // rather than refusing every session below it.
+                Err(GitError::Read { .. }) => None,
+                Err(other) => return Err(other),
+            }
+        } else {
+            None
+        };
+        found.extend(git_dir.map(|dir| (top.to_path_buf(), dir)));
+    }
+    Ok(found)
 }
 
 /// The common directory `git_dir/commondir` names, when it is one cordon may mount: inside the
@@ -157,12 +318,6 @@ fn common_dir(workspace: &Path, git_dir: &Path) -> Result<Option<PathBuf>, GitEr
     Ok(accepted.then_some(named))
 }
 
-/// The path in a `.git` file (`gitdir: PATH`).
-pub fn gitdir_line(text: &str) -> Option<&str> {
-    let path = text.lines().next()?.strip_prefix("gitdir:")?.trim();
-    (!path.is_empty()).then_some(path)
-}
-
 /// Whether `git_dir/gitdir` names `dot_git` (git's worktree back-reference).
 fn points_back(git_dir: &Path, dot_git: &Path) -> Result<bool, GitError> {
     let Some(text) = read_pointer(&git_dir.join("gitdir"))? else {
@@ -179,6 +334,15 @@ fn points_back(git_dir: &Path, dot_git: &Path) -> Result<bool, GitError> {
 /// never more than [`MAX_POINTER`] bytes; `None` when it is absent, not a regular file, or not
 /// UTF-8 (none of which git would accept either).
 fn read_pointer(path: &Path) -> Result<Option<String>, GitError> {
+    Ok(read_bounded(path)?.and_then(|mut bytes| {
+        bytes.truncate(MAX_POINTER as usize);
+        String::from_utf8(bytes).ok()
+    }))
+}
+
+/// Reads a pointer file like [`read_pointer`], as bytes, one byte past [`MAX_POINTER`] so that
+/// the caller can tell an over-long file from one of exactly the limit.
+fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, GitError> {
     let error = |source| GitError::Read {
         path: path.to_path_buf(),
         source,
@@ -204,32 +368,15 @@ fn read_pointer(path: &Path) -> Result<Option<String>, GitError> {
         return Ok(None);
     }
     let mut bytes = Vec::new();
-    file.take(MAX_POINTER)
+    file.take(MAX_POINTER + 1)
         .read_to_end(&mut bytes)
         .map_err(error)?;
-    Ok(String::from_utf8(bytes).ok())
+    Ok(Some(bytes))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gitdir_line_reads_the_first_line() {
-        let rows: [(&str, Option<&str>); 5] = [
-            (
-                "gitdir: ../main/.git/worktrees/a\n",
-                Some("../main/.git/worktrees/a"),
-            ),
-            ("gitdir:/abs\n", Some("/abs")),
-            ("gitdir: \n", None),
-            ("nonsense\n", None),
-            ("", None),
-        ];
-        for (text, expected) in rows {
-            assert_eq!(gitdir_line(text), expected, "{text:?}");
-        }
-    }
 
     #[test]
     fn a_git_file_pointing_outside_without_back_reference_is_ignored() {
@@ -305,6 +452,70 @@ mod tests {
         );
         for name in ["zero", "link", "fifo", "absent"] {
             assert_eq!(read_pointer(&path(name)).unwrap(), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_root_git_file_the_sandbox_could_redirect_refuses_the_session() {
+        let workspace = tempfile::tempdir().unwrap();
+        let ws = workspace.path().canonicalize().unwrap();
+        fs::create_dir_all(ws.join("real/git")).unwrap();
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("link")).unwrap();
+        let long = format!("gitdir: {}\n", "a/".repeat(MAX_POINTER as usize));
+        // Each row: the `.git` file, the problem it must be refused for.
+        let rows: [(&str, GitFileProblem); 3] = [
+            (&long, GitFileProblem::TooLong { limit: MAX_POINTER }),
+            (
+                "gitdir: link/git\n",
+                GitFileProblem::Symlink {
+                    path: ws.join("link"),
+                },
+            ),
+            (
+                "gitdir: .gitsub\n",
+                GitFileProblem::Missing {
+                    path: ws.join(".gitsub"),
+                },
+            ),
+        ];
+        for (text, want) in rows {
+            fs::write(ws.join(".git"), text).unwrap();
+            let refused = protection(&ws);
+            if let Err(error) = &refused {
+                // The message names the file, the problem and the fix.
+                let message = format!("{error}: {}", std::error::Error::source(error).unwrap());
+                assert!(message.contains(".git` file `"), "{message}");
+                assert!(message.contains("rewrite it on the host"), "{message}");
+            }
+            match refused {
+                Err(GitError::UnsafeGitFile { path, problem }) => {
+                    assert_eq!((path, problem), (ws.join(".git"), want), "{text:.40}");
+                }
+                other => panic!("{text:.40}: must refuse, got {other:?}"),
+            }
+        }
+        // The control: the direct path is accepted and mounted.
+        fs::write(ws.join(".git"), "gitdir: real/git\n").unwrap();
+        let found = protection(&ws).unwrap();
+        assert_eq!(found.dirs, vec![ws.join("real/git")]);
+        assert_eq!(found.dot_git_file, Some(ws.join(".git")));
+    }
+
+    #[test]
+    fn a_git_file_naming_an_unaccepted_directory_is_still_kept() {
+        let outside = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let ws = workspace.path().canonicalize().unwrap();
+        for text in [
+            format!("gitdir: {}\n", outside.path().display()),
+            "gitdir: /nonexistent/x\n".to_owned(),
+            "not a pointer\n".to_owned(),
+        ] {
+            fs::write(ws.join(".git"), &text).unwrap();
+            let found = protection(&ws).unwrap();
+            assert_eq!(found.dot_git_file, Some(ws.join(".git")), "{text}");
+            assert!(found.dirs.is_empty(), "{text}");
+            assert_eq!(discover(&ws).unwrap(), None, "{text}");
         }
     }
 }

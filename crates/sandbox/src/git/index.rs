@@ -22,15 +22,28 @@
 //! gitlinks and are skipped, like every other non-gitlink entry. A split index (`link`) holds only
 //! changes against a shared index: [`Parsed::shared`] names it, and the caller reads that too and
 //! takes the union of both lists (an entry the split part deleted is then still protected, which
-//! errs on the safe side).
+//! errs on the safe side). An entry the split part *replaces* (a submodule whose commit changed)
+//! is written with an empty name, its name being that of the shared entry at the position the
+//! `link` extension's replace bitmap gives (`ewah.rs`): [`Shared::replaced`] lists those
+//! positions for replaced gitlinks, and [`parse_at`] reads their names from the shared index —
+//! the same merge git's `merge_base_index` does.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+mod ewah;
+
 /// The most gitlinks one index may hold. A forged index must not make the host collect (and then
 /// stat and mount) millions of paths; past this, parsing stops with an error.
 pub const MAX_GITLINKS: usize = 4096;
+/// The longest entry name accepted (`PATH_MAX`). Version 4's prefix compression lets a few
+/// bytes of file rebuild a name as long as every name before it, so without a cap a small forged
+/// index (one long name, then thousands of entries each appending a byte) would make the host
+/// hold gigabytes of gitlink paths. No path longer than this can be checked out (the kernel
+/// refuses it), so git never writes one; with [`MAX_GITLINKS`] it bounds the gitlink bytes kept
+/// to 16 MiB.
+pub const MAX_NAME: usize = 4096;
 /// The file type bits of a gitlink entry's mode (`S_IFGITLINK`, 0160000).
 const GITLINK: u32 = 0o160000;
 /// The mask of the file type bits in an entry's mode.
@@ -60,8 +73,12 @@ pub enum IndexError {
     Entry(u32),
     #[error("entry {0} names an invalid gitlink path")]
     Path(u32),
+    #[error("entry {0} has a name longer than {MAX_NAME} bytes")]
+    NameTooLong(u32),
     #[error("its extensions are malformed")]
     Extensions,
+    #[error("its split-index entries do not match its shared index")]
+    Split,
     #[error("it holds more than {MAX_GITLINKS} gitlinks")]
     TooManyGitlinks,
 }
@@ -71,15 +88,32 @@ pub enum IndexError {
 pub struct Parsed {
     /// The paths of gitlink entries, relative to the work tree, each once, in index order.
     pub gitlinks: Vec<PathBuf>,
-    /// The hex name of the shared index this split index extends (`sharedindex.<hex>` in the git
-    /// directory), when it is one.
-    pub shared: Option<String>,
+    /// The shared index this split index extends, when it is one.
+    pub shared: Option<Shared>,
+    /// The names of the entries at the positions [`parse_at`] was asked for, as gitlink paths.
+    pub at: Vec<PathBuf>,
+}
+
+/// What a split index says about its shared index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shared {
+    /// Its hex object name (`sharedindex.<hex>` in the git directory).
+    pub name: String,
+    /// The positions of the shared entries this index replaces with gitlinks, ascending.
+    pub replaced: Vec<u64>,
 }
 
 /// Parses `bytes` as an index of a SHA-1 repository, else of a SHA-256 one (see the module
 /// documentation). The error is the SHA-1 attempt's when neither parses.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, IndexError> {
-    parse_with(bytes, 20).or_else(|sha1| parse_with(bytes, 32).map_err(|_| sha1))
+    parse_at(bytes, &[])
+}
+
+/// [`parse`], also returning in [`Parsed::at`] the names of the entries at `wanted` (ascending
+/// positions, from a split index's [`Shared::replaced`]), each required to be a valid gitlink
+/// path, and all required to exist.
+pub fn parse_at(bytes: &[u8], wanted: &[u64]) -> Result<Parsed, IndexError> {
+    parse_with(bytes, 20, wanted).or_else(|sha1| parse_with(bytes, 32, wanted).map_err(|_| sha1))
 }
 
 /// A cursor over the index bytes whose reads fail instead of panicking.
@@ -131,7 +165,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn parse_with(bytes: &[u8], hash_len: usize) -> Result<Parsed, IndexError> {
+fn parse_with(bytes: &[u8], hash_len: usize, wanted: &[u64]) -> Result<Parsed, IndexError> {
     // The trailing hash is not part of the entries or extensions; cut it off first so nothing
     // below can read into it.
     let body_len = bytes
@@ -154,6 +188,11 @@ fn parse_with(bytes: &[u8], hash_len: usize) -> Result<Parsed, IndexError> {
     let count = r.u32().ok_or(IndexError::Truncated(0))?;
     let mut parsed = Parsed::default();
     let mut name: Vec<u8> = Vec::new();
+    // Whether each of the leading entries with an empty name (a split index's replacements) is
+    // a gitlink.
+    let mut stripped: Vec<bool> = Vec::new();
+    let mut replaced_gitlinks = 0usize;
+    let mut wanted = wanted.iter().peekable();
     for n in 0..count {
         let start = r.at;
         let fixed = r.take(STAT + hash_len).ok_or(IndexError::Truncated(n))?;
@@ -177,10 +216,19 @@ fn parse_with(bytes: &[u8], hash_len: usize) -> Result<Parsed, IndexError> {
             let strip = r.varint().ok_or(IndexError::Truncated(n))?;
             let keep = name.len().checked_sub(strip).ok_or(IndexError::Entry(n))?;
             let suffix = r.until_nul().ok_or(IndexError::Truncated(n))?;
+            // Checked before the buffer grows: the rebuilt name never exceeds MAX_NAME.
+            if keep.saturating_add(suffix.len()) > MAX_NAME {
+                return Err(IndexError::NameTooLong(n));
+            }
             name.truncate(keep);
             name.extend_from_slice(suffix);
         } else {
             let read = r.until_nul().ok_or(IndexError::Truncated(n))?;
+            // The same cap in every version, so one rule describes what cordon accepts (a
+            // version 2 name costs its own bytes in the file, so here it only keeps the rule one).
+            if read.len() > MAX_NAME {
+                return Err(IndexError::NameTooLong(n));
+            }
             let stated = usize::from(flags & NAME_MASK);
             if (stated < usize::from(NAME_MASK) && stated != read.len())
                 || (stated == usize::from(NAME_MASK) && read.len() < stated)
@@ -198,7 +246,30 @@ fn parse_with(bytes: &[u8], hash_len: usize) -> Result<Parsed, IndexError> {
             name.clear();
             name.extend_from_slice(read);
         }
-        if mode & TYPE_MASK == GITLINK {
+        let is_gitlink = mode & TYPE_MASK == GITLINK;
+        if wanted.peek() == Some(&&u64::from(n)) {
+            wanted.next();
+            parsed
+                .at
+                .push(gitlink_path(&name).ok_or(IndexError::Path(n))?);
+        }
+        if name.is_empty() {
+            // Only a split index's replacements have no name, and they come first (git's
+            // `merge_base_index` takes them in order); anything else is no index git wrote.
+            if stripped.len() != n as usize {
+                return Err(IndexError::Entry(n));
+            }
+            // Replaced gitlinks become paths too (read from the shared index): they count.
+            if is_gitlink {
+                if replaced_gitlinks == MAX_GITLINKS {
+                    return Err(IndexError::TooManyGitlinks);
+                }
+                replaced_gitlinks += 1;
+            }
+            stripped.push(is_gitlink);
+            continue;
+        }
+        if is_gitlink {
             let path = gitlink_path(&name).ok_or(IndexError::Path(n))?;
             // Git sorts the index by name (then stage), so the conflict stages of one path are
             // adjacent; comparing with the last one keeps this linear. A forged, unsorted index
@@ -218,10 +289,40 @@ fn parse_with(bytes: &[u8], hash_len: usize) -> Result<Parsed, IndexError> {
         let len = usize::try_from(len).map_err(|_| IndexError::Extensions)?;
         let data = r.take(len).ok_or(IndexError::Extensions)?;
         if signature == b"link" {
-            // The shared index's object name comes first (then two bitmaps cordon ignores).
+            // The shared index's object name, then the delete bitmap (an entry the split part
+            // deleted stays protected, so it is only skipped), then the replace bitmap: one set
+            // bit per replacement, in the order the replacements come.
             let name = data.get(..hash_len).ok_or(IndexError::Extensions)?;
-            parsed.shared = Some(name.iter().map(|b| format!("{b:02x}")).collect());
+            let rest = data.get(hash_len..).ok_or(IndexError::Extensions)?;
+            let mut replaced = Vec::new();
+            if !rest.is_empty() {
+                let deletions = ewah::size(rest).ok_or(IndexError::Extensions)?;
+                let rest = rest.get(deletions..).ok_or(IndexError::Extensions)?;
+                let (positions, used) =
+                    ewah::set_bits(rest, stripped.len()).ok_or(IndexError::Split)?;
+                if used != rest.len() {
+                    return Err(IndexError::Extensions);
+                }
+                if positions.len() != stripped.len() {
+                    return Err(IndexError::Split);
+                }
+                replaced = positions
+                    .into_iter()
+                    .zip(&stripped)
+                    .filter(|(_, is_gitlink)| **is_gitlink)
+                    .map(|(position, _)| position)
+                    .collect();
+            }
+            parsed.shared = Some(Shared {
+                name: name.iter().map(|b| format!("{b:02x}")).collect(),
+                replaced,
+            });
         }
+    }
+    // Replacements without a `link` extension to say what they replace, or positions asked for
+    // that the index does not have: not an index git would read either.
+    if (!stripped.is_empty() && parsed.shared.is_none()) || wanted.next().is_some() {
+        return Err(IndexError::Split);
     }
     Ok(parsed)
 }

@@ -29,8 +29,11 @@
 //!
 //! A symlink anywhere on a gitlink path (or a symlinked `.git`) is refused, like `hide` and
 //! `protect` paths: the mount would cover what the link names now, and the sandbox can repoint
-//! the link. Submodules of submodules are found the same way through each accepted git
-//! directory's own index, to a bounded depth and count.
+//! the link. Submodules of submodules are found the same way through the index of the git
+//! directory each `.git` names (mounted or not: reading mounts nothing), to a bounded count;
+//! nesting deeper than [`MAX_DEPTH`] refuses the session rather than leave the rest unprotected.
+//! Linked worktrees inside the workspace (`worktree.rs`) are treated exactly like gitlinks: their
+//! `.git` file is bound read-only, and their own submodules are followed.
 
 use std::fs;
 use std::io;
@@ -38,12 +41,13 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::index::IndexError;
-use super::{GitDirs, GitError, gitdir_line, points_back, read_pointer};
+use super::{GitError, named_dir, points_back};
 
 /// The largest index file read. Git's index holds about 100 bytes per tracked file, so this is
 /// millions of files; a larger one is refused rather than read into memory.
 pub const MAX_INDEX: u64 = 256 << 20;
-/// How deep submodules of submodules are followed.
+/// How deep submodules of submodules are followed; a repository nested deeper refuses the
+/// session.
 pub const MAX_DEPTH: usize = 8;
 /// The most gitlinks cordon protects in one workspace, all indexes together; past it the session
 /// is refused (each costs system calls and mounts, and a forged index must not make the host do
@@ -72,40 +76,75 @@ pub enum SubmoduleGit {
     Missing { is_dir: bool },
 }
 
-/// The submodules of the work tree `workspace` whose top-level git directories are `top`, at
-/// any depth up to [`MAX_DEPTH`]. Gitlink paths absent from the work tree are left out.
-pub fn submodules(workspace: &Path, top: &GitDirs) -> Result<Vec<Submodule>, GitError> {
-    let accepted_roots: Vec<PathBuf> = [Some(&top.git_dir), top.common_dir.as_ref()]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect();
+/// The submodules and linked worktrees inside `workspace`, at any depth up to [`MAX_DEPTH`],
+/// found from `starts` — each a work tree and its git directory, whose index lists gitlinks
+/// relative to that work tree (which may lie above the workspace: only what lies inside it is
+/// kept) and whose `worktrees/` lists linked worktrees. `accepted_roots` are the workspace's own
+/// mounted git directories: a submodule's git directory inside one is mounted too. Paths absent
+/// from the work tree are left out.
+pub fn inside(
+    workspace: &Path,
+    accepted_roots: &[PathBuf],
+    starts: Vec<(PathBuf, PathBuf)>,
+) -> Result<Vec<Submodule>, GitError> {
     let mut found: Vec<Submodule> = Vec::new();
-    let mut visited: Vec<PathBuf> = vec![top.git_dir.clone()];
+    let mut visited: Vec<PathBuf> = starts.iter().map(|(_, dir)| dir.clone()).collect();
     // (work tree, its git directory, depth)
-    let mut pending: Vec<(PathBuf, PathBuf, usize)> =
-        vec![(workspace.to_path_buf(), top.git_dir.clone(), 0)];
-    // Every gitlink read counts, found in the work tree or not.
+    let mut pending: Vec<(PathBuf, PathBuf, usize)> = starts
+        .into_iter()
+        .map(|(tree, dir)| (tree, dir, 0))
+        .collect();
+    // Every gitlink and worktree read counts, found in the workspace or not.
     let mut seen = 0usize;
+    let mut count = |n: usize| {
+        seen += n;
+        if seen > MAX_SUBMODULES {
+            return Err(GitError::TooManySubmodules {
+                limit: MAX_SUBMODULES,
+            });
+        }
+        Ok(())
+    };
     while let Some((work_tree, git_dir, depth)) = pending.pop() {
-        for relative in gitlinks(&git_dir)? {
-            seen += 1;
-            if seen > MAX_SUBMODULES {
-                return Err(GitError::TooManySubmodules {
-                    limit: MAX_SUBMODULES,
-                });
+        let links = gitlinks(&git_dir)?;
+        count(links.len())?;
+        let worktrees = super::worktree::linked(&git_dir)?;
+        count(worktrees.len())?;
+        let mut paths = Vec::new();
+        let candidates = links
+            .iter()
+            .map(|relative| (work_tree.join(relative), Origin::Gitlink))
+            .chain(worktrees.into_iter().map(|tree| (tree, Origin::Worktree)));
+        for (candidate, origin) in candidates {
+            if let Some(path) = in_workspace(workspace, &candidate)? {
+                paths.push((path, origin));
             }
-            let Some(path) = plain_path(&work_tree, &relative)? else {
-                continue;
-            };
-            let git = classify(workspace, &accepted_roots, &path)?;
-            let nested = match &git {
-                SubmoduleGit::Dir(dir) => Some(dir.clone()),
-                SubmoduleGit::File { git_dir, .. } => git_dir.clone(),
-                SubmoduleGit::Missing { .. } => None,
-            };
-            if let Some(dir) = nested
-                && depth + 1 < MAX_DEPTH
+        }
+        // Fail closed: a repository nested deeper than cordon follows would otherwise be left
+        // writable without a word.
+        if depth >= MAX_DEPTH && !paths.is_empty() {
+            return Err(GitError::TooDeep {
+                path: work_tree,
+                limit: MAX_DEPTH,
+            });
+        }
+        for (path, origin) in paths {
+            let (mut git, index_dir) = classify(workspace, accepted_roots, &path)?;
+            // A worktree's administrative directory inside a mounted git directory is already
+            // mounted with it (`<common>/worktrees/<name>`), and under `allow_git_mutations` its
+            // configuration is kept read-only there (`nested.rs`); mounting it again would demand
+            // the entries of a full git directory (`config`, `hooks`), which it never has.
+            if origin == Origin::Worktree
+                && let SubmoduleGit::File { git_dir, .. } = &mut git
+                && git_dir
+                    .as_ref()
+                    .is_some_and(|dir| accepted_roots.iter().any(|root| dir.starts_with(root)))
+            {
+                *git_dir = None;
+            }
+            // The directory a `.git` names is read for nested submodules even when it is not
+            // mounted: it is what git on the host will use for this work tree.
+            if let Some(dir) = index_dir
                 && !visited.contains(&dir)
             {
                 visited.push(dir.clone());
@@ -117,6 +156,33 @@ pub fn submodules(workspace: &Path, top: &GitDirs) -> Result<Vec<Submodule>, Git
         }
     }
     Ok(found)
+}
+
+/// Where a path to protect was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// A gitlink in an index.
+    Gitlink,
+    /// A linked worktree's record in `worktrees/`.
+    Worktree,
+}
+
+/// `candidate` (a gitlink or worktree path) when it lies strictly inside the workspace, exists,
+/// and has no symlink on the way from the workspace; `None` when it lies elsewhere (then the
+/// sandbox cannot reach it), is the workspace itself (its `.git` is handled as the top level),
+/// is absent, or is not a plain path (a hand-written worktree record with `..`: git writes
+/// canonical paths).
+fn in_workspace(workspace: &Path, candidate: &Path) -> Result<Option<PathBuf>, GitError> {
+    let Ok(relative) = candidate.strip_prefix(workspace) else {
+        return Ok(None);
+    };
+    let plain = relative
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if relative.as_os_str().is_empty() || !plain {
+        return Ok(None);
+    }
+    plain_path(workspace, relative)
 }
 
 /// The gitlink paths in `git_dir`'s index (and its shared index, when split); none when there
@@ -139,7 +205,7 @@ fn gitlinks(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
     let mut links = parsed.gitlinks;
     if let Some(shared) = parsed.shared {
         // The name is hex by construction (formatted from bytes), so it cannot climb out.
-        let shared_path = git_dir.join(format!("sharedindex.{shared}"));
+        let shared_path = git_dir.join(format!("sharedindex.{}", shared.name));
         let Some(bytes) = read_index(&shared_path)? else {
             // Git cannot read a split index without its shared part either.
             return Err(GitError::Read {
@@ -147,9 +213,12 @@ fn gitlinks(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
                 source: io::Error::from_raw_os_error(libc::ENOENT),
             });
         };
-        let shared = super::index::parse(&bytes).map_err(refuse(&shared_path))?;
-        // Both lists are at most MAX_GITLINKS long, so this is bounded.
-        for link in shared.gitlinks {
+        // The shared index's own gitlinks, and the names of the entries the split part replaced
+        // with gitlinks (a submodule whose recorded commit changed since the split).
+        let base =
+            super::index::parse_at(&bytes, &shared.replaced).map_err(refuse(&shared_path))?;
+        // All lists are at most MAX_GITLINKS long, so this is bounded.
+        for link in base.gitlinks.into_iter().chain(base.at) {
             if !links.contains(&link) {
                 links.push(link);
             }
@@ -213,24 +282,25 @@ fn plain_path(work_tree: &Path, relative: &Path) -> Result<Option<PathBuf>, GitE
     Ok(Some(path))
 }
 
-/// What the `.git` of the gitlink at `path` is (see [`SubmoduleGit`]).
+/// What the `.git` of the gitlink (or worktree) at `path` is (see [`SubmoduleGit`]), and the
+/// git directory to read its own submodules and worktrees from.
 fn classify(
     workspace: &Path,
     accepted_roots: &[PathBuf],
     path: &Path,
-) -> Result<SubmoduleGit, GitError> {
+) -> Result<(SubmoduleGit, Option<PathBuf>), GitError> {
     let read_error = |path: &Path| {
         let path = path.to_path_buf();
         move |source| GitError::Read { path, source }
     };
     let meta = fs::symlink_metadata(path).map_err(read_error(path))?;
     if !meta.is_dir() {
-        return Ok(SubmoduleGit::Missing { is_dir: false });
+        return Ok((SubmoduleGit::Missing { is_dir: false }, None));
     }
     let dot_git = path.join(".git");
     let meta = match fs::symlink_metadata(&dot_git) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(SubmoduleGit::Missing { is_dir: true });
+            return Ok((SubmoduleGit::Missing { is_dir: true }, None));
         }
         Err(source) => {
             return Err(GitError::Read {
@@ -244,26 +314,26 @@ fn classify(
         return Err(GitError::SymlinkedDotGit { path: dot_git });
     }
     if meta.is_dir() {
-        return Ok(SubmoduleGit::Dir(dot_git));
+        return Ok((SubmoduleGit::Dir(dot_git.clone()), Some(dot_git)));
     }
     // A file (or something git would not read as one, which is then kept read-only as it is).
-    let named = match read_pointer(&dot_git)? {
-        Some(text) => gitdir_line(&text).map(|line| path.join(line)),
-        None => None,
-    };
-    let git_dir = match named.map(|named| named.canonicalize()) {
-        Some(Ok(dir)) if dir.is_dir() => {
+    // What it names is resolved as git will resolve it, and refused when the sandbox could
+    // change that (`gitdir.rs`).
+    let named = named_dir(workspace, path, &dot_git)?;
+    let git_dir = match &named {
+        Some(dir) => {
             let accepted = dir.starts_with(workspace)
                 || accepted_roots.iter().any(|root| dir.starts_with(root))
-                || points_back(&dir, &dot_git)?;
-            accepted.then_some(dir)
+                || points_back(dir, &dot_git)?;
+            accepted.then(|| dir.clone())
         }
-        _ => None,
+        None => None,
     };
-    Ok(SubmoduleGit::File {
+    let git = SubmoduleGit::File {
         file: dot_git,
         git_dir,
-    })
+    };
+    Ok((git, named))
 }
 
 #[cfg(test)]

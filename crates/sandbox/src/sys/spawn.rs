@@ -493,28 +493,47 @@ impl Drop for PendingUserNamespace {
 extern "C" fn make_user_namespace(ends: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `ends` points to the child's two pipe descriptors, alive until the parent has
     // reaped us; every call acts on this child's own descriptor table (a clone without
-    // CLONE_FILES copies it), credentials and stack; _exit never returns. The child never drops
+    // CLONE_FILES copies it), credentials and stack; exit_group never returns. The child never drops
     // anything it shares with the parent, so closing the parent's descriptors in its own table
     // (`close_all_except`) cannot disturb an owner.
     unsafe {
         let [made, release, _ours] = *ends.cast::<[RawFd; 3]>();
+        // Every call below is a raw system call (`spawn/raw.rs`): this child runs on the parent
+        // thread's thread-local storage, so a libc wrapper failing here would overwrite that
+        // thread's `errno`.
+        //
         // First thing: close every descriptor but the two pipe ends. The table is a copy of the
         // host's at the moment of the clone — lock files and sockets of other threads included —
         // and this child lives until the host has written the maps. Our copy of the release
         // pipe's write end goes too, so the release (a byte, or end of file) does not depend on
         // us. A failure is reported like a failed `unshare`.
-        let mut keep = [made, release];
-        let status: u8 = if !super::fd::close_all_except(&mut keep) {
-            u8::try_from(*libc::__errno_location()).unwrap_or(u8::MAX)
-        } else if libc::unshare(libc::CLONE_NEWUSER) == 0 {
-            0
+        let closed = raw::close_all_except(made, release);
+        let status: u8 = if closed < 0 {
+            raw::status(closed)
         } else {
-            u8::try_from(*libc::__errno_location()).unwrap_or(u8::MAX)
+            raw::status(raw::syscall3(
+                libc::SYS_unshare,
+                libc::CLONE_NEWUSER as usize,
+                0,
+                0,
+            ))
         };
-        libc::write(made, (&status as *const u8).cast(), 1);
+        raw::syscall3(
+            libc::SYS_write,
+            made as usize,
+            (&status as *const u8) as usize,
+            1,
+        );
         let mut byte = 0u8;
-        libc::read(release, (&mut byte as *mut u8).cast(), 1);
-        libc::_exit(0)
+        raw::syscall3(
+            libc::SYS_read,
+            release as usize,
+            (&mut byte as *mut u8) as usize,
+            1,
+        );
+        raw::syscall3(libc::SYS_exit_group, 0, 0, 0);
+        // exit_group does not return.
+        0
     }
 }
 
@@ -547,5 +566,6 @@ pub(crate) fn read_report(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, i32)>> 
     )))
 }
 
+mod raw;
 #[cfg(test)]
 mod tests;

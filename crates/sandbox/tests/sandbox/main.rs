@@ -3,6 +3,7 @@
 
 mod cgroup;
 mod git;
+mod git_escape;
 mod identity;
 mod inheritance;
 mod layout;

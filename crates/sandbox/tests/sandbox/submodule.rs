@@ -196,3 +196,34 @@ fn allowed_git_mutations_protect_a_submodule_git_directory_like_the_top_level_on
             .ends_with("x\n")
     );
 }
+
+#[test]
+fn allowed_git_mutations_keep_a_deinitialised_submodule_git_directory_configuration_read_only() {
+    // `git submodule deinit` leaves the module's git directory in `.git/modules/lib/sub`; no
+    // gitlink leads to it any more, yet `git submodule update --init` on the host would adopt it,
+    // config and all.
+    let (ws, _upstream) = workspace_with_submodules();
+    let root = ws.path();
+    add_protected_entries(&root.join(".git"));
+    add_protected_entries(&root.join("vendor/emb/.git"));
+    git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
+    let module = root.join(".git/modules/lib/sub");
+    let config_before = std::fs::read(module.join("config")).expect("the module config");
+    let mut config = config(root);
+    config.git_mutations = GitMutations::Allow;
+    let mut session = Session::open(config).expect("the session opens");
+    let out = stdout(&sh(
+        &mut session,
+        "printf '[core]\\nfsmonitor = x\\n' >> .git/modules/lib/sub/config 2>/dev/null \
+             && echo wrote-module-config; \
+         touch .git/modules/lib/sub/objects/new && echo wrote-module-objects; \
+         touch .git/objects/new && echo wrote-objects",
+    ));
+    drop(session);
+    // The controls: the module's objects and the top-level objects are writable.
+    assert_eq!(out, "wrote-module-objects\nwrote-objects\n");
+    assert_eq!(
+        std::fs::read(module.join("config")).expect("the module config"),
+        config_before
+    );
+}

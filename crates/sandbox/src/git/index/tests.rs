@@ -77,12 +77,40 @@ fn extension(signature: &[u8; 4], data: &[u8]) -> Vec<u8> {
 type Expected<'a> = Result<(&'a [&'a str], Option<&'a str>), IndexError>;
 
 fn check(bytes: &[u8], expected: Expected<'_>, what: &str) {
-    let actual = parse(bytes);
-    let expected = expected.map(|(links, shared)| Parsed {
-        gitlinks: links.iter().map(PathBuf::from).collect(),
-        shared: shared.map(str::to_owned),
+    let actual = parse(bytes).map(|parsed| (parsed.gitlinks, parsed.shared.map(|s| s.name)));
+    let expected = expected.map(|(links, shared)| {
+        (
+            links.iter().map(PathBuf::from).collect(),
+            shared.map(str::to_owned),
+        )
     });
     assert_eq!(actual, expected, "{what}");
+}
+
+/// An EWAH bitmap with `positions` set: one run-length word announcing the literal words, then
+/// the literals (what git writes for a sparse bitmap).
+fn ewah(positions: &[u64]) -> Vec<u8> {
+    let words = positions.iter().max().map_or(0, |max| max / 64 + 1);
+    let mut literals = vec![0u64; words as usize];
+    for p in positions {
+        literals[(p / 64) as usize] |= 1 << (p % 64);
+    }
+    let bits = words * 64;
+    let mut out = (bits as u32).to_be_bytes().to_vec();
+    out.extend((words as u32 + 1).to_be_bytes());
+    out.extend((words << 33).to_be_bytes());
+    for literal in literals {
+        out.extend(literal.to_be_bytes());
+    }
+    out.extend(0u32.to_be_bytes());
+    out
+}
+
+/// A `link` extension naming a shared index of `0x5a` bytes, with the delete and replace
+/// bitmaps.
+fn link(deleted: &[u64], replaced: &[u64]) -> Vec<u8> {
+    let data = [&[0x5au8; 20][..], &ewah(deleted), &ewah(replaced)].concat();
+    extension(b"link", &data)
 }
 
 #[test]
@@ -133,9 +161,12 @@ fn index_edge_cases_parse_exactly_or_are_refused() {
     extended_v2.extended = true;
     let mut wrong_len = e(LINK, "sub");
     wrong_len.name_len = Some(7);
-    let long: &'static str = Box::leak(format!("{}/sub", "d".repeat(5000)).into_boxed_str());
+    let long: &'static str =
+        Box::leak(format!("{}/sub", "d".repeat(MAX_NAME - 4)).into_boxed_str());
+    let too_long: &'static str = Box::leak(format!("{long}x").into_boxed_str());
     let shared_name = [0x5au8; 20];
-    let link = extension(b"link", &[&shared_name[..], &[0u8; 8]].concat());
+    let link = link(&[], &[]);
+    let bare_link = extension(b"link", &shared_name);
     let sparse = extension(b"sdir", &[]);
     let tree = extension(b"TREE", b"\0-1 0\n");
     let mut truncated = index(2, 20, &[e(LINK, "sub")], &[]);
@@ -174,8 +205,28 @@ fn index_edge_cases_parse_exactly_or_are_refused() {
             Ok((&long_links, None)),
         ),
         (
+            "a name longer than PATH_MAX",
+            index(2, 20, &[e(LINK, too_long)], &[]),
+            Err(IndexError::NameTooLong(0)),
+        ),
+        (
+            "a version 4 name rebuilt longer than PATH_MAX from a short suffix",
+            index(4, 20, &[e(FILE, long), e(LINK, too_long)], &[]),
+            Err(IndexError::NameTooLong(1)),
+        ),
+        (
+            "a version 4 name of exactly PATH_MAX",
+            index(4, 20, &[e(FILE, "a"), e(LINK, long)], &[]),
+            Ok((&long_links, None)),
+        ),
+        (
             "a split index names its shared index",
             index(2, 20, &[e(LINK, "sub")], &link),
+            Ok((&["sub"], Some(shared_hex.as_str()))),
+        ),
+        (
+            "a link extension without bitmaps",
+            index(2, 20, &[e(LINK, "sub")], &bare_link),
             Ok((&["sub"], Some(shared_hex.as_str()))),
         ),
         (
@@ -241,12 +292,16 @@ fn index_edge_cases_parse_exactly_or_are_refused() {
 #[test]
 fn gitlink_paths_that_git_would_refuse_are_refused() {
     for name in [
-        "/abs", "../up", "a/../b", "a//b", "./a", "a/.", ".git", "a/.GIT/b", "a/", "",
+        "/abs", "../up", "a/../b", "a//b", "./a", "a/.", ".git", "a/.GIT/b", "a/",
     ] {
         let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
         let bytes = index(2, 20, &[e(FILE, "ok"), e(LINK, leaked)], &[]);
         assert_eq!(parse(&bytes), Err(IndexError::Path(1)), "{name:?}");
     }
+    // An empty name is a split index's replacement, refused anywhere else (see
+    // `split_index_replacements_are_mapped_to_their_shared_positions`).
+    let bytes = index(2, 20, &[e(FILE, "ok"), e(LINK, "")], &[]);
+    assert_eq!(parse(&bytes), Err(IndexError::Entry(1)));
     // The same names are not checked on ordinary entries (cordon only mounts gitlinks).
     let bytes = index(2, 20, &[e(FILE, "a//b")], &[]);
     assert_eq!(parse(&bytes), Ok(Parsed::default()));
@@ -321,4 +376,137 @@ fn an_index_with_more_gitlinks_than_the_limit_is_refused() {
         parse(&index(2, 20, &entries[1..], &[])).map(|p| p.gitlinks.len()),
         Ok(MAX_GITLINKS)
     );
+}
+
+#[test]
+fn a_version_four_index_cannot_amplify_into_gigabytes_of_paths() {
+    // The reviewer's forgery: one name of nearly PATH_MAX, then thousands of gitlinks each
+    // stripping nothing and appending one byte. Every rebuilt name would be as long as the first,
+    // so 4096 of them would be ~16 MiB at PATH_MAX — and gigabytes without the cap, since the
+    // first name could be as long as the file. Built by hand: the builder's strip is one byte.
+    let first = vec![b'd'; MAX_NAME - 8];
+    let mut out = b"DIRC".to_vec();
+    out.extend(4u32.to_be_bytes());
+    let count = MAX_GITLINKS as u32;
+    out.extend(count.to_be_bytes());
+    for n in 0..count {
+        out.extend([0u8; MODE_AT]);
+        out.extend(LINK.to_be_bytes());
+        out.extend([0u8; STAT - MODE_AT - 4]);
+        out.extend([0xabu8; 20]);
+        out.extend(0xFFFu16.to_be_bytes());
+        out.push(0);
+        if n == 0 {
+            out.extend(&first);
+        } else {
+            out.push(b'x');
+        }
+        out.push(0);
+    }
+    out.extend([0u8; 20]);
+    // Entries 1 to 8 fit (first + 8 bytes = MAX_NAME), entry 9 would not.
+    assert_eq!(parse(&out), Err(IndexError::NameTooLong(9)));
+}
+
+/// What a split index parse should give: its gitlinks and the replaced gitlinks' positions.
+type SplitExpected<'a> = Result<(&'a [&'a str], &'a [u64]), IndexError>;
+
+#[test]
+fn split_index_replacements_are_mapped_to_their_shared_positions() {
+    let stripped_link = e(LINK, "");
+    let stripped_file = e(FILE, "");
+    let with_tail = extension(
+        b"link",
+        &[&[0x5au8; 20][..], &ewah(&[]), &ewah(&[3]), &[0]].concat(),
+    );
+    // A run of ones standing for 2^32 words: far more set bits than replacements.
+    let mut huge_run = [0x5au8; 20].to_vec();
+    huge_run.extend(ewah(&[]));
+    huge_run.extend(0u32.to_be_bytes());
+    huge_run.extend(1u32.to_be_bytes());
+    huge_run.extend(((0xFFFF_FFFFu64 << 1) | 1).to_be_bytes());
+    huge_run.extend(0u32.to_be_bytes());
+    let huge_run = extension(b"link", &huge_run);
+    let rows: Vec<(&str, Vec<u8>, SplitExpected<'_>)> = vec![
+        (
+            "a replaced gitlink names its shared position",
+            index(2, 20, &[e(LINK, ""), e(LINK, "new")], &link(&[], &[3])),
+            Ok((&["new"], &[3])),
+        ),
+        (
+            "a replaced file is no gitlink",
+            index(2, 20, &[e(FILE, ""), e(LINK, "new")], &link(&[1], &[70])),
+            Ok((&["new"], &[])),
+        ),
+        (
+            "replacements map in order, across literal words",
+            index(
+                4,
+                20,
+                &[e(FILE, ""), e(LINK, ""), e(LINK, "z")],
+                &link(&[], &[2, 130]),
+            ),
+            Ok((&["z"], &[130])),
+        ),
+        (
+            "more replace bits than replacements",
+            index(2, 20, &[e(LINK, "")], &link(&[], &[1, 2])),
+            Err(IndexError::Split),
+        ),
+        (
+            "fewer replace bits than replacements",
+            index(2, 20, &[e(LINK, ""), e(LINK, "")], &link(&[], &[1])),
+            Err(IndexError::Split),
+        ),
+        (
+            "a replacement without a link extension",
+            index(2, 20, &[stripped_link], &[]),
+            Err(IndexError::Split),
+        ),
+        (
+            "an empty name after a named entry",
+            index(2, 20, &[e(FILE, "a"), stripped_file], &link(&[], &[0])),
+            Err(IndexError::Entry(1)),
+        ),
+        (
+            "bytes after the bitmaps",
+            index(2, 20, &[e(LINK, "")], &with_tail),
+            Err(IndexError::Extensions),
+        ),
+        (
+            "a run of ones is refused without being expanded",
+            index(2, 20, &[e(LINK, "")], &huge_run),
+            Err(IndexError::Split),
+        ),
+    ];
+    for (what, bytes, expected) in rows {
+        let actual = parse(&bytes).map(|parsed| {
+            let replaced = parsed.shared.map(|s| s.replaced).unwrap_or_default();
+            (parsed.gitlinks, replaced)
+        });
+        let expected = expected.map(|(links, replaced)| {
+            (links.iter().map(PathBuf::from).collect(), replaced.to_vec())
+        });
+        assert_eq!(actual, expected, "{what}");
+    }
+}
+
+#[test]
+fn a_shared_index_gives_the_names_at_the_replaced_positions() {
+    let shared = index(
+        2,
+        20,
+        &[e(FILE, "a"), e(LINK, "lib/sub"), e(FILE, "z")],
+        &[],
+    );
+    let at = |wanted: &[u64]| parse_at(&shared, wanted).map(|parsed| parsed.at);
+    assert_eq!(at(&[1]), Ok(vec![PathBuf::from("lib/sub")]));
+    // The mode may have changed (a file replaced by a gitlink): the name is what counts.
+    assert_eq!(
+        at(&[0, 2]),
+        Ok(vec![PathBuf::from("a"), PathBuf::from("z")])
+    );
+    assert_eq!(at(&[3]), Err(IndexError::Split), "past the last entry");
+    let bad = index(2, 20, &[e(FILE, "a/../b")], &[]);
+    assert_eq!(parse_at(&bad, &[0]), Err(IndexError::Path(0)));
 }

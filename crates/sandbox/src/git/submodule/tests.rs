@@ -3,7 +3,7 @@
 use std::process::Command;
 
 use super::*;
-use crate::git::discover;
+use crate::git::protection;
 
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
@@ -68,8 +68,7 @@ fn with_submodule() -> (tempfile::TempDir, tempfile::TempDir, tempfile::TempDir)
 }
 
 fn found(ws: &Path) -> Result<Vec<Submodule>, GitError> {
-    let dirs = discover(ws).unwrap().expect("a repository");
-    submodules(ws, &dirs)
+    protection(ws).map(|p| p.submodules)
 }
 
 #[test]
@@ -249,4 +248,64 @@ fn more_gitlinks_than_cordon_protects_refuse_the_session() {
         ],
     );
     assert_eq!(found(ws.path()).unwrap().len(), MAX_SUBMODULES);
+}
+
+/// A repository with embedded repositories nested `levels` deep (`n/n/n...`), each registered as
+/// a gitlink in the index of the one above.
+fn nested_chain(levels: usize) -> tempfile::TempDir {
+    let ws = repo();
+    let oid = "0123456789abcdef0123456789abcdef01234567";
+    let mut dir = ws.path().to_path_buf();
+    for _ in 0..levels {
+        let child = dir.join("n");
+        fs::create_dir(&child).unwrap();
+        git(&child, &["init", "-q", "."]);
+        git(
+            &dir,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{oid},n"),
+            ],
+        );
+        dir = child;
+    }
+    ws
+}
+
+#[test]
+fn submodules_nested_deeper_than_cordon_follows_refuse_the_session() {
+    let ws = nested_chain(MAX_DEPTH);
+    assert_eq!(found(ws.path()).unwrap().len(), MAX_DEPTH, "at the limit");
+    let ws = nested_chain(MAX_DEPTH + 1);
+    match found(ws.path()) {
+        Err(GitError::TooDeep { limit, path }) => {
+            assert_eq!(limit, MAX_DEPTH);
+            assert!(path.ends_with("n/n/n/n/n/n/n/n"), "{path:?}");
+        }
+        other => panic!("must refuse, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_split_index_whose_gitlink_was_replaced_still_lists_it() {
+    // The reviewer's case: after `--split-index`, a new commit in the submodule and `git add`
+    // write the gitlink as a replacement (empty name) in the split part.
+    let (ws, _upstream, _inner) = with_submodule();
+    let ws = ws.path().canonicalize().unwrap();
+    git(&ws, &["update-index", "--split-index"]);
+    let sub = ws.join("lib/sub");
+    fs::write(sub.join("more"), "y").unwrap();
+    git(&sub, &["add", "more"]);
+    git(&sub, &["commit", "-q", "-m", "two"]);
+    git(
+        &ws,
+        &["-c", "splitIndex.maxPercentChange=100", "add", "lib/sub"],
+    );
+    let split = crate::git::index::parse(&fs::read(ws.join(".git/index")).unwrap()).unwrap();
+    let shared = split.shared.expect("a split index");
+    assert_eq!(shared.replaced.len(), 1, "the gitlink is a replacement");
+    let paths: Vec<PathBuf> = found(&ws).unwrap().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, vec![sub.clone(), sub.join("inner")]);
 }

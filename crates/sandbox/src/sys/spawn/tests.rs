@@ -105,3 +105,19 @@ fn the_init_child_holds_no_inherited_descriptor_while_it_waits_for_its_maps() {
     assert!(!files.iter().any(|p| p == &path), "{files:?}");
     let _ = std::fs::remove_file(path);
 }
+
+#[test]
+fn raw_system_calls_report_errors_without_touching_errno() {
+    const SENTINEL: i32 = 4242;
+    // SAFETY: writing this thread's own errno; close(-1) closes nothing.
+    unsafe {
+        *libc::__errno_location() = SENTINEL;
+        let ret = raw::syscall3(libc::SYS_close, -1isize as usize, 0, 0);
+        assert_eq!(ret, -(libc::EBADF as isize));
+        assert_eq!(raw::status(ret), libc::EBADF as u8);
+        assert_eq!(*libc::__errno_location(), SENTINEL, "errno is left alone");
+        // The control: libc's wrapper for the same failing call does set it.
+        libc::syscall(libc::SYS_close, -1);
+        assert_eq!(*libc::__errno_location(), libc::EBADF);
+    }
+}

@@ -1,0 +1,91 @@
+//! The git directories nested inside a git directory — submodules' under `modules/` (at any
+//! depth, deinitialised ones included) and linked worktrees' under `worktrees/` — whose
+//! configuration must stay read-only when `allow_git_mutations` makes the git directory itself
+//! writable.
+//!
+//! Why: the mount plan keeps [`PROTECTED`](super::PROTECTED) read-only in every git directory it
+//! mounts, but it mounts only the git directories a gitlink or `.git` file leads to. A
+//! deinitialised submodule keeps its git directory in `modules/<name>`, which `git submodule
+//! update` on the host adopts again, config and hooks included; a worktree's administrative
+//! directory holds the `commondir` and `config.worktree` git reads in that worktree, and the
+//! `gitdir` record cordon itself trusts (`worktree.rs`). All of them lie inside the writable git
+//! directory. Only existing entries can be kept read-only (a mount needs something to cover);
+//! that the sandbox may create new ones is the documented limit of the opt-in.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{GitError, MAX_SUBMODULES, PROTECTED};
+
+/// What a worktree's administrative directory holds that git or cordon reads.
+const WORKTREE_ENTRIES: [&str; 3] = ["commondir", "config.worktree", "gitdir"];
+
+/// The existing entries below `git_dir` to keep read-only (see the module documentation), not
+/// `git_dir`'s own [`PROTECTED`] ones. Symlinks are returned too: the caller refuses them, since
+/// a mount would follow one.
+pub fn protected_below(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
+    let mut found = Vec::new();
+    worktree_entries(git_dir, &mut found)?;
+    // Directories to look at under `modules/`: module names may hold slashes, so a directory
+    // there is either a git directory (it has a `HEAD`) or one level of a name.
+    let mut pending = vec![git_dir.join("modules")];
+    // A forged tree of millions of directories must not make the host walk it all.
+    let mut budget = 4 * MAX_SUBMODULES;
+    while let Some(dir) = pending.pop() {
+        if budget == 0 {
+            return Err(GitError::TooManySubmodules {
+                limit: MAX_SUBMODULES,
+            });
+        }
+        budget -= 1;
+        // Not following links: a link here is returned (when a git directory's entry) or
+        // skipped (git would follow it, but then it names a directory outside this one, which
+        // cordon does not mount writable).
+        if !fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir()) {
+            continue;
+        }
+        if fs::symlink_metadata(dir.join("HEAD")).is_ok() {
+            found.extend(existing(&dir, &PROTECTED));
+            worktree_entries(&dir, &mut found)?;
+            pending.push(dir.join("modules"));
+            continue;
+        }
+        let entries = fs::read_dir(&dir).map_err(|source| GitError::Read {
+            path: dir.clone(),
+            source,
+        })?;
+        for entry in entries.flatten() {
+            pending.push(entry.path());
+        }
+    }
+    Ok(found)
+}
+
+/// Adds the existing [`WORKTREE_ENTRIES`] of every `git_dir/worktrees/<name>/`.
+fn worktree_entries(git_dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), GitError> {
+    let Ok(entries) = fs::read_dir(git_dir.join("worktrees")) else {
+        return Ok(());
+    };
+    for (n, entry) in entries.flatten().enumerate() {
+        if n >= MAX_SUBMODULES {
+            return Err(GitError::TooManySubmodules {
+                limit: MAX_SUBMODULES,
+            });
+        }
+        // A link in place of an administrative directory is none git made; what it names is
+        // outside this git directory and not mounted writable.
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            found.extend(existing(&entry.path(), &WORKTREE_ENTRIES));
+        }
+    }
+    Ok(())
+}
+
+/// The `names` under `dir` that exist (as anything, links included).
+fn existing(dir: &Path, names: &[&str]) -> Vec<PathBuf> {
+    names
+        .iter()
+        .map(|name| dir.join(name))
+        .filter(|path| fs::symlink_metadata(path).is_ok())
+        .collect()
+}
