@@ -48,6 +48,28 @@ enum Command {
     Policy(commands::policy::Args),
 }
 
+/// `cordon exec` parsed on its own: the same `exec` definition (and the same program name,
+/// version and help layout), without the other commands. Clap builds every subcommand's arguments
+/// before it parses, which cost `cordon exec` ~0.05–0.1 ms of every start (the start-up benchmark
+/// in `docs/benchmarks.md`); a unit test keeps the two parsers' `exec` identical.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cordon",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct ExecOnly {
+    #[command(subcommand)]
+    command: ExecCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ExecCommand {
+    /// Run one command in a fresh sandbox.
+    Exec(commands::exec::Args),
+}
+
 fn main() -> ExitCode {
     // Started by a sandbox session as its PID 1 (`argv[0]` = "cordon-init"): serve it, nothing else.
     if std::env::args_os()
@@ -56,11 +78,19 @@ fn main() -> ExitCode {
     {
         cordon_sandbox::init::main()
     }
+    if std::env::args_os().nth(1).is_some_and(|arg| arg == "exec") {
+        return match ExecOnly::try_parse() {
+            Ok(ExecOnly {
+                command: ExecCommand::Exec(args),
+            }) => finish(commands::exec::run(args)),
+            Err(err) => usage_error(&err),
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
-    let result = match cli.command {
+    finish(match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Logs(args) => commands::logs::run(args),
         Command::Runs(args) => commands::runs::run(args),
@@ -71,7 +101,11 @@ fn main() -> ExitCode {
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Ui(args) => commands::ui::run(args),
         Command::Policy(args) => commands::policy::run(args),
-    };
+    })
+}
+
+/// The exit code of a finished command; a runtime failure is printed and exits 1.
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
@@ -108,7 +142,72 @@ mod tests {
     use clap::CommandFactory;
 
     #[test]
+    fn panics_unwind_through_the_statically_linked_unwinder() {
+        // `build.rs` links `libgcc_eh` in place of `libgcc_s`; catching a panic needs it to work.
+        let caught = std::panic::catch_unwind(|| {
+            let frames: Vec<u32> = Vec::new();
+            frames[0]
+        });
+        assert!(caught.is_err());
+    }
+
+    #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+        ExecOnly::command().debug_assert();
+    }
+
+    /// What a parser makes of `argv`: the parsed `exec` arguments, or the rendered error.
+    fn parse<P: Parser>(argv: &[&str], exec: impl Fn(P) -> Option<commands::exec::Args>) -> String {
+        match P::try_parse_from(argv) {
+            Ok(parsed) => format!("{:?}", exec(parsed)),
+            Err(err) => format!("{:?}: {}", err.kind(), err.render()),
+        }
+    }
+
+    #[test]
+    fn exec_alone_parses_exactly_like_the_full_command_line() {
+        let exec = |cmd: &mut clap::Command| {
+            let sub = cmd.find_subcommand_mut("exec").expect("exec subcommand");
+            (
+                sub.render_long_help().to_string(),
+                sub.render_help().to_string(),
+                sub.render_usage().to_string(),
+                sub.render_version(),
+            )
+        };
+        assert_eq!(exec(&mut Cli::command()), exec(&mut ExecOnly::command()));
+        let rows: [&[&str]; 9] = [
+            &["cordon", "exec", "--", "/bin/true"],
+            &[
+                "cordon", "exec", "-w", "/tmp", "--net", "open", "-e", "A=1", "--", "ls", "-l",
+            ],
+            &[
+                "cordon",
+                "exec",
+                "--allow",
+                "example.com",
+                "--memory",
+                "2G",
+                "--",
+                "sh",
+            ],
+            &["cordon", "exec"],
+            &["cordon", "exec", "--bogus", "--", "true"],
+            &["cordon", "exec", "--timeout", "soon", "--", "true"],
+            &["cordon", "exec", "--help"],
+            &["cordon", "exec", "--version"],
+            &["cordon", "exec", "true"],
+        ];
+        for argv in rows {
+            let full = parse::<Cli>(argv, |cli| match cli.command {
+                Command::Exec(args) => Some(args),
+                _ => None,
+            });
+            let alone = parse::<ExecOnly>(argv, |only| match only.command {
+                ExecCommand::Exec(args) => Some(args),
+            });
+            assert_eq!(full, alone, "{argv:?}");
+        }
     }
 }

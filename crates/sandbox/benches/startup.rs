@@ -1,7 +1,8 @@
 //! Start-up benchmark: how long it takes to run `/bin/true` bare, under bubblewrap with every
 //! namespace, through `cordon exec`, and inside an already open (warm) session through the library.
 //! Each variant runs `CORDON_BENCH_RUNS` times (default 200), interleaved round by round so drift
-//! in machine load hits every variant alike; medians and ratios are printed, never asserted.
+//! in machine load hits every variant alike; medians and ratios are printed, never asserted. Then
+//! the phases of a cold library session, and the time to load the seccomp filter.
 //!
 //! `bench/sandbox-startup.sh` builds everything in release, installs bubblewrap and runs this as
 //! root and as uid 65534. Environment: `CORDON_BIN` (the `cordon` binary; the `cordon exec` row is
@@ -104,7 +105,19 @@ fn percentile(samples: &[Duration], p: usize) -> Duration {
     samples[(samples.len() - 1) * p / 100]
 }
 
+/// Set in the environment of this benchmark re-executed as the child that loads the seccomp
+/// filter once and prints how long the load took, in nanoseconds.
+const SECCOMP_CHILD: &str = "CORDON_BENCH_SECCOMP_CHILD";
+
 fn main() -> Result<(), String> {
+    if std::env::var_os(SECCOMP_CHILD).is_some() {
+        let start = Instant::now();
+        cordon_sandbox::seccomp::program()
+            .install()
+            .map_err(|e| format!("install the filter: {e}"))?;
+        println!("{}", start.elapsed().as_nanos());
+        return Ok(());
+    }
     // `cargo bench` passes `--bench`; a harness-less target ignores its arguments.
     let runs: usize = std::env::var("CORDON_BENCH_RUNS")
         .ok()
@@ -190,7 +203,36 @@ fn main() -> Result<(), String> {
             session.close();
         }
     }
-    phases(runs, workspace.path(), &init)
+    phases(runs, workspace.path(), &init)?;
+    seccomp_load(runs)
+}
+
+/// How long loading the seccomp filter takes (every workload's child does it right before
+/// `execve`): the kernel checks and JIT-compiles the program and, with interrupts off, runs it
+/// once per call number to find the calls it always allows. Each load is timed in a fresh child
+/// (this benchmark re-executed), since a process keeps every filter it loads.
+fn seccomp_load(runs: usize) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("find this benchmark: {e}"))?;
+    let mut loads = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let output = Command::new(&exe)
+            .env(SECCOMP_CHILD, "1")
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("run the seccomp child: {e}"))?;
+        let nanos: u64 = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .map_err(|_| "the seccomp child printed no time (did the load fail?)".to_owned())?;
+        loads.push(Duration::from_nanos(nanos));
+    }
+    println!(
+        "seccomp filter load ({} instructions, a fresh child each): median {:.1}µs",
+        cordon_sandbox::seccomp::program().instructions().len(),
+        median(&mut loads).as_secs_f64() * 1e6,
+    );
+    Ok(())
 }
 
 /// Where a cold session's time goes: `Session::open`, its first exec, `close` (kill and reap).

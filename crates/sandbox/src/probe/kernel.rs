@@ -24,7 +24,8 @@ impl KernelVersion {
 
     /// The running kernel, if its release string can be read and parsed.
     pub fn running() -> Option<KernelVersion> {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+        // A release is at most 64 bytes (`__NEW_UTS_LEN`) plus a newline.
+        let release = super::namespaces::read_small("/proc/sys/kernel/osrelease")?;
         KernelVersion::parse(&release)
     }
 

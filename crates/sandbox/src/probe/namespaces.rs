@@ -36,23 +36,32 @@ pub(crate) struct NamespaceFacts {
 }
 
 impl NamespaceFacts {
-    /// Reads the quick facts: a few small `/proc` files, no process created.
+    /// Reads the quick facts: a few small `/proc` files, no process created. This runs before
+    /// every session, so facts that cannot matter for this process are not read: Debian's switch
+    /// and the AppArmor label only ever restrict unprivileged processes, and the label only
+    /// matters when AppArmor restricts user namespaces at all.
     pub(crate) fn quick(root: bool) -> NamespaceFacts {
         let files = ["user", "mnt", "pid", "net"];
+        let apparmor_restricts =
+            read_number("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").map(|v| v != 0);
+        let apparmor_unconfined = (!root && apparmor_restricts == Some(true))
+            .then(|| {
+                std::fs::read_to_string("/proc/self/attr/apparmor/current")
+                    .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
+                    .ok()
+                    .map(|label| label.trim() == "unconfined")
+            })
+            .flatten();
+        let unprivileged_clone = (!root)
+            .then(|| read_number("/proc/sys/kernel/unprivileged_userns_clone").map(|v| v != 0))
+            .flatten();
         NamespaceFacts {
             attempt: None,
             kernel_has: files.map(|ns| Path::new("/proc/self/ns").join(ns).exists()),
             limits: files.map(|ns| read_number(&format!("/proc/sys/user/max_{ns}_namespaces"))),
-            apparmor_restricts: read_number(
-                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-            )
-            .map(|v| v != 0),
-            apparmor_unconfined: std::fs::read_to_string("/proc/self/attr/apparmor/current")
-                .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
-                .ok()
-                .map(|label| label.trim() == "unconfined"),
-            unprivileged_clone: read_number("/proc/sys/kernel/unprivileged_userns_clone")
-                .map(|v| v != 0),
+            apparmor_restricts,
+            apparmor_unconfined,
+            unprivileged_clone,
             root,
         }
     }
@@ -72,8 +81,21 @@ impl NamespaceFacts {
     }
 }
 
+/// A number in a small `/proc` file, read with one `read` (a sysctl returns all of its text at
+/// once) instead of `read_to_string`'s `statx` and second `read`.
 fn read_number(path: &str) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    read_small(path)?.trim().parse().ok()
+}
+
+/// The text of a `/proc` file of at most 127 bytes, or `None` when it is missing or longer.
+pub(super) fn read_small(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut buf = [0u8; 128];
+    let len = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    if len == buf.len() {
+        return None;
+    }
+    String::from_utf8(buf[..len].to_vec()).ok()
 }
 
 const APPARMOR_REMEDY: &str = "Ubuntu's AppArmor restricts unprivileged user namespaces: run \

@@ -33,6 +33,10 @@ pub(crate) const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 pub(crate) const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 /// `pc += (A & k) ? jt : jf`
 pub(crate) const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+/// `pc += (A >= k) ? jt : jf`, unsigned
+pub(crate) const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+/// `pc += k`, for jumps longer than the 8-bit offsets of the conditional jumps
+pub(crate) const JA: u16 = 0x05; // BPF_JMP | BPF_JA
 /// `return k`
 pub(crate) const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 
@@ -74,6 +78,24 @@ pub(crate) const fn jump_set(k: u32, jt: u8, jf: u8) -> SockFilter {
         code: JSET_K,
         jt,
         jf,
+        k,
+    }
+}
+
+pub(crate) const fn jump_ge(k: u32, jt: u8, jf: u8) -> SockFilter {
+    SockFilter {
+        code: JGE_K,
+        jt,
+        jf,
+        k,
+    }
+}
+
+pub(crate) const fn jump_always(k: u32) -> SockFilter {
+    SockFilter {
+        code: JA,
+        jt: 0,
+        jf: 0,
         k,
     }
 }
@@ -140,14 +162,15 @@ pub(crate) fn evaluate(program: &[SockFilter], arch: u32, nr: u32, args: [u64; 6
                 Some(value) => accumulator = value,
                 None => return Action::Invalid(insn.k),
             },
-            JEQ_K | JSET_K => {
-                let taken = if insn.code == JEQ_K {
-                    accumulator == insn.k
-                } else {
-                    accumulator & insn.k != 0
+            JEQ_K | JSET_K | JGE_K => {
+                let taken = match insn.code {
+                    JEQ_K => accumulator == insn.k,
+                    JSET_K => accumulator & insn.k != 0,
+                    _ => accumulator >= insn.k,
                 };
                 pc += usize::from(if taken { insn.jt } else { insn.jf });
             }
+            JA => pc = pc.saturating_add(insn.k as usize),
             RET_K => return Action::from_return(insn.k),
             code => return Action::Invalid(u32::from(code)),
         }
@@ -179,6 +202,9 @@ mod tests {
             load(offset_arg_low(1)),
             jump_set(0x10, 0, 1),
             ret(RET_KILL_PROCESS),
+            jump_ge(0x8, 0, 1),
+            jump_always(1),
+            ret(RET_ERRNO | 2),
             ret(RET_ALLOW),
         ];
         check(
@@ -186,7 +212,8 @@ mod tests {
             &[
                 (0, 0, [0, 0xdead_0000_0000, 0, 0, 0, 0], Action::Errno(1)),
                 (0, 0, [0, 0x10, 0, 0, 0, 0], Action::KillProcess),
-                (0, 0, [0, 0x01, 0, 0, 0, 0], Action::Allow),
+                (0, 0, [0, 0x09, 0, 0, 0, 0], Action::Allow),
+                (0, 0, [0, 0x01, 0, 0, 0, 0], Action::Errno(2)),
             ],
         );
     }

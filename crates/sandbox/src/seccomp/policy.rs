@@ -1,13 +1,19 @@
 //! What the filter refuses and why, and the generator that turns that policy into BPF.
 //!
-//! The program is a straight line: check the architecture, check the x32 bit, then one short block
-//! per refused call. Every block ends in a return, so no jump is ever longer than its own block and
-//! the 8-bit jump offsets of classic BPF can never overflow.
+//! The program checks the architecture and the x32 bit, then finds the call's rule by a binary
+//! search over ranges of call numbers that share one rule (allow, refuse with an errno, or a short
+//! block that checks arguments). Every leaf ends in a return.
+//!
+//! Why a search rather than one test per listed call: when a filter is loaded the kernel runs it
+//! once for every call number to find the calls it always allows (which then skip the filter), and
+//! it does so with interrupts off. Through a straight line of ~65 tests that walk cost ~80 µs on
+//! every exec; through the search it is ~8 tests per number. The decisions are the same, and the
+//! tests check them against the tables below for every call number.
 
 use super::bpf::{OFFSET_ARCH, OFFSET_NR};
 use super::bpf::{
-    RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, SockFilter, jump_eq, jump_set, load, offset_arg_low,
-    ret,
+    RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, SockFilter, jump_always, jump_eq, jump_ge, jump_set,
+    load, offset_arg_low, ret,
 };
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -197,19 +203,37 @@ const EPERM: u32 = libc::EPERM as u32;
 const ENOSYS: u32 = libc::ENOSYS as u32;
 
 /// Where a conditional jump inside an argument block goes.
-#[derive(Clone, Copy)]
-enum To {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum To {
     Next,
     Refuse,
     Allow,
 }
 
 /// One instruction of an argument block before its jumps are resolved.
-#[derive(Clone, Copy)]
-enum Step {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
     LoadArgLow(u32),
     JumpEq(u32, To, To),
     JumpSet(u32, To, To),
+}
+
+/// What the filter does with one call number once the architecture checks have passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    Allow,
+    /// Fail with this errno.
+    Errno(u32),
+    /// Check the arguments: the steps end by refusing (`EPERM`) or allowing.
+    Guarded(Vec<Step>),
+}
+
+/// The call numbers from `start` up to the next range's start (the last range runs to
+/// `u32::MAX`), which all share `rule`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Range {
+    pub start: u32,
+    pub rule: Rule,
 }
 
 /// Compiles the policy above into a complete seccomp program.
@@ -227,55 +251,50 @@ pub(crate) fn compile() -> Vec<SockFilter> {
         // and are refused the same way.
         program.extend([jump_set(X32_SYSCALL_BIT, 0, 1), ret(RET_KILL_PROCESS)]);
     }
+    program.extend(search(&ranges(&rules())));
+    program
+}
+
+/// Every call number with a rule other than [`Rule::Allow`]. A number listed twice keeps its first
+/// rule (the tests check that none is).
+pub(crate) fn rules() -> Vec<(u32, Rule)> {
+    let mut rules: Vec<(u32, Rule)> = Vec::new();
     for &(_, number) in REFUSED {
-        program.extend([jump_eq(number, 0, 1), ret(RET_ERRNO | EPERM)]);
+        rules.push((number, Rule::Errno(EPERM)));
     }
-    program.extend([jump_eq(SYS_CLONE3, 0, 1), ret(RET_ERRNO | ENOSYS)]);
-    program.extend([jump_eq(SYS_OPENAT2, 0, 1), ret(RET_ERRNO | ENOSYS)]);
+    rules.push((SYS_CLONE3, Rule::Errno(ENOSYS)));
+    rules.push((SYS_OPENAT2, Rule::Errno(ENOSYS)));
     // Modes are `umode_t`/unsigned int: only the low 32 bits count.
     for &(_, number, index) in MODE_ARGUMENT {
-        guarded(
-            &mut program,
-            number,
-            &[
-                Step::LoadArgLow(index),
-                Step::JumpSet(SETID_BITS, To::Refuse, To::Allow),
-            ],
-        );
+        let steps = vec![
+            Step::LoadArgLow(index),
+            Step::JumpSet(SETID_BITS, To::Refuse, To::Allow),
+        ];
+        rules.push((number, Rule::Guarded(steps)));
     }
-
     // clone(flags, ...): flags is args[0] on every architecture; the kernel uses its low 32 bits.
-    guarded(
-        &mut program,
-        nr(libc::SYS_clone),
-        &[
-            Step::LoadArgLow(0),
-            Step::JumpSet(CLONE_NEW_FLAGS, To::Refuse, To::Allow),
-        ],
-    );
+    let clone = vec![
+        Step::LoadArgLow(0),
+        Step::JumpSet(CLONE_NEW_FLAGS, To::Refuse, To::Allow),
+    ];
+    rules.push((nr(libc::SYS_clone), Rule::Guarded(clone)));
     // ioctl(fd, cmd, ...): the kernel's `cmd` is an unsigned int, so only the low 32 bits count;
     // high bits set by the caller must not dodge the comparison.
-    guarded(
-        &mut program,
-        nr(libc::SYS_ioctl),
-        &[
-            Step::LoadArgLow(1),
-            Step::JumpEq(REFUSED_IOCTLS[0], To::Refuse, To::Next),
-            Step::JumpEq(REFUSED_IOCTLS[1], To::Refuse, To::Next),
-            Step::JumpEq(REFUSED_IOCTLS[2], To::Refuse, To::Next),
-            Step::JumpEq(REFUSED_IOCTLS[3], To::Refuse, To::Allow),
-        ],
-    );
+    let ioctl = vec![
+        Step::LoadArgLow(1),
+        Step::JumpEq(REFUSED_IOCTLS[0], To::Refuse, To::Next),
+        Step::JumpEq(REFUSED_IOCTLS[1], To::Refuse, To::Next),
+        Step::JumpEq(REFUSED_IOCTLS[2], To::Refuse, To::Next),
+        Step::JumpEq(REFUSED_IOCTLS[3], To::Refuse, To::Allow),
+    ];
+    rules.push((nr(libc::SYS_ioctl), Rule::Guarded(ioctl)));
     // personality(persona): an unsigned int as well.
-    guarded(
-        &mut program,
-        nr(libc::SYS_personality),
-        &[
-            Step::LoadArgLow(0),
-            Step::JumpEq(ALLOWED_PERSONALITIES[0], To::Allow, To::Next),
-            Step::JumpEq(ALLOWED_PERSONALITIES[1], To::Allow, To::Refuse),
-        ],
-    );
+    let personality = vec![
+        Step::LoadArgLow(0),
+        Step::JumpEq(ALLOWED_PERSONALITIES[0], To::Allow, To::Next),
+        Step::JumpEq(ALLOWED_PERSONALITIES[1], To::Allow, To::Refuse),
+    ];
+    rules.push((nr(libc::SYS_personality), Rule::Guarded(personality)));
     // socket(family, type, protocol): family and protocol are ints.
     let mut socket = vec![Step::LoadArgLow(0)];
     socket.extend(ALLOWED_FAMILIES.map(|family| Step::JumpEq(family, To::Allow, To::Next)));
@@ -284,46 +303,120 @@ pub(crate) fn compile() -> Vec<SockFilter> {
         Step::LoadArgLow(2),
         Step::JumpEq(libc::NETLINK_ROUTE as u32, To::Allow, To::Refuse),
     ]);
-    guarded(&mut program, nr(libc::SYS_socket), &socket);
-    guarded(
-        &mut program,
-        nr(libc::SYS_socketpair),
-        &[
-            Step::LoadArgLow(0),
-            Step::JumpEq(PAIR_FAMILY, To::Allow, To::Refuse),
-        ],
-    );
-
-    program.push(ret(RET_ALLOW));
-    program
+    rules.push((nr(libc::SYS_socket), Rule::Guarded(socket)));
+    let socketpair = vec![
+        Step::LoadArgLow(0),
+        Step::JumpEq(PAIR_FAMILY, To::Allow, To::Refuse),
+    ];
+    rules.push((nr(libc::SYS_socketpair), Rule::Guarded(socketpair)));
+    rules
 }
 
-/// Appends `if nr == number { steps; refuse | allow }`. The accumulator still holds `nr` when the
-/// block is skipped, because only the block itself loads arguments.
-fn guarded(program: &mut Vec<SockFilter>, number: u32, steps: &[Step]) {
-    // The block is the steps plus two returns: `Refuse` at `len`, `Allow` at `len + 1`.
-    let len = steps.len();
-    let offset = |at: usize, to: To| -> u8 {
-        let target = match to {
-            To::Next => at + 1,
-            To::Refuse => len,
-            To::Allow => len + 1,
-        };
-        short_jump(target - at - 1)
-    };
-    program.push(jump_eq(number, 0, short_jump(len + 2)));
-    for (at, step) in steps.iter().enumerate() {
-        program.push(match *step {
-            Step::LoadArgLow(index) => load(offset_arg_low(index)),
-            Step::JumpEq(k, yes, no) => jump_eq(k, offset(at, yes), offset(at, no)),
-            Step::JumpSet(k, yes, no) => jump_set(k, offset(at, yes), offset(at, no)),
-        });
+/// Turns per-number rules into ranges covering every number from 0: neighbours with equal rules
+/// (e.g. `mount`, `umount2`, `swapon`, ... all `EPERM`) share one range, and the numbers between
+/// listed ones are [`Rule::Allow`].
+pub(crate) fn ranges(rules: &[(u32, Rule)]) -> Vec<Range> {
+    let mut sorted: Vec<&(u32, Rule)> = Vec::with_capacity(rules.len());
+    for rule in rules {
+        // The first rule for a number wins, as it did when the program tested them in order.
+        if !sorted.iter().any(|(number, _)| *number == rule.0) {
+            sorted.push(rule);
+        }
     }
-    program.extend([ret(RET_ERRNO | EPERM), ret(RET_ALLOW)]);
+    sorted.sort_by_key(|(number, _)| *number);
+    let mut ranges = vec![Range {
+        start: 0,
+        rule: Rule::Allow,
+    }];
+    for (number, rule) in sorted {
+        push_range(&mut ranges, *number, rule.clone());
+        if let Some(after) = number.checked_add(1) {
+            push_range(&mut ranges, after, Rule::Allow);
+        }
+    }
+    ranges
 }
 
-/// A jump inside one block. Blocks are a handful of instructions written above, so this cannot
-/// fail for any input; the tests walk every jump of the compiled program as well.
+/// Appends a range starting at `start` (not below the last one's), merging it into the last range
+/// when the rules are equal and replacing the last one when it would be empty.
+fn push_range(ranges: &mut Vec<Range>, start: u32, rule: Rule) {
+    if let Some(last) = ranges.last_mut() {
+        if last.rule == rule {
+            return;
+        }
+        if last.start == start {
+            last.rule = rule;
+            // The replacement may now equal the range before it.
+            if ranges.len() >= 2 && ranges[ranges.len() - 2].rule == ranges[ranges.len() - 1].rule {
+                ranges.pop();
+            }
+            return;
+        }
+    }
+    ranges.push(Range { start, rule });
+}
+
+/// The binary search over `ranges` (non-empty, sorted, the first starting at the lowest number
+/// that can reach it), with the call number in the accumulator. Each comparison sends the numbers
+/// at or above the upper half's start past the lower half's code.
+pub(crate) fn search(ranges: &[Range]) -> Vec<SockFilter> {
+    let [first, rest @ ..] = ranges else {
+        // An empty table allows everything; `ranges` never returns one.
+        return vec![ret(RET_ALLOW)];
+    };
+    if rest.is_empty() {
+        return leaf(&first.rule);
+    }
+    let (lower, upper) = ranges.split_at(ranges.len() / 2);
+    let below = search(lower);
+    let above = search(upper);
+    let mut code = Vec::with_capacity(below.len() + above.len() + 2);
+    match u8::try_from(below.len()) {
+        Ok(skip) => code.push(jump_ge(upper[0].start, skip, 0)),
+        // Classic BPF's conditional jumps reach 255 instructions; go further with `ja`.
+        Err(_) => code.extend([
+            jump_ge(upper[0].start, 0, 1),
+            jump_always(u32::try_from(below.len()).unwrap_or(u32::MAX)),
+        ]),
+    }
+    code.extend(below);
+    code.extend(above);
+    code
+}
+
+/// The code for one range: a return, or an argument block ending in its two returns.
+fn leaf(rule: &Rule) -> Vec<SockFilter> {
+    match rule {
+        Rule::Allow => vec![ret(RET_ALLOW)],
+        Rule::Errno(errno) => vec![ret(RET_ERRNO | errno)],
+        Rule::Guarded(steps) => {
+            // The block is the steps plus two returns: `Refuse` at `len`, `Allow` at `len + 1`.
+            let len = steps.len();
+            let offset = |at: usize, to: To| -> u8 {
+                let target = match to {
+                    To::Next => at + 1,
+                    To::Refuse => len,
+                    To::Allow => len + 1,
+                };
+                short_jump(target - at - 1)
+            };
+            let mut code: Vec<SockFilter> = steps
+                .iter()
+                .enumerate()
+                .map(|(at, step)| match *step {
+                    Step::LoadArgLow(index) => load(offset_arg_low(index)),
+                    Step::JumpEq(k, yes, no) => jump_eq(k, offset(at, yes), offset(at, no)),
+                    Step::JumpSet(k, yes, no) => jump_set(k, offset(at, yes), offset(at, no)),
+                })
+                .collect();
+            code.extend([ret(RET_ERRNO | EPERM), ret(RET_ALLOW)]);
+            code
+        }
+    }
+}
+
+/// A jump inside one argument block. Blocks are a handful of instructions written above, so this
+/// cannot fail for any input; the tests walk every jump of the compiled program as well.
 fn short_jump(distance: usize) -> u8 {
-    u8::try_from(distance).expect("a guarded block is far shorter than 256 instructions")
+    u8::try_from(distance).expect("an argument block is far shorter than 256 instructions")
 }

@@ -1,11 +1,12 @@
 //! The filter as data (through the interpreter) and once for real in a child process.
 
-use super::bpf::{JEQ_K, JSET_K, LD_W_ABS, RET_K};
+use super::bpf::{JA, JEQ_K, JGE_K, JSET_K, LD_W_ABS, RET_K};
 use super::policy::{
-    ALLOWED_FAMILIES, CLONE_NEW_FLAGS, COMPAT_ARCH, NATIVE_ARCH, REFUSED, SYS_CLONE3,
-    X32_SYSCALL_BIT,
+    ALLOWED_FAMILIES, ALLOWED_PERSONALITIES, CLONE_NEW_FLAGS, COMPAT_ARCH, MODE_ARGUMENT,
+    NATIVE_ARCH, PAIR_FAMILY, REFUSED, REFUSED_IOCTLS, Range, Rule, SETID_BITS, SYS_CLONE3,
+    SYS_OPENAT2, X32_SYSCALL_BIT,
 };
-use super::{Action, program};
+use super::{Action, bpf, policy, program};
 
 const EPERM: Action = Action::Errno(libc::EPERM as u16);
 const ENOSYS: Action = Action::Errno(libc::ENOSYS as u16);
@@ -464,18 +465,164 @@ fn compiled_program_is_well_formed() {
     for (at, insn) in instructions.iter().enumerate() {
         match insn.code {
             LD_W_ABS => assert!(insn.k < 64 && insn.k.is_multiple_of(4), "load at {at}"),
-            JEQ_K | JSET_K => {
+            JEQ_K | JSET_K | JGE_K => {
                 let furthest = at + 1 + usize::from(insn.jt.max(insn.jf));
                 assert!(
                     furthest < instructions.len(),
                     "jump at {at} leaves the program"
                 );
             }
+            JA => assert!(
+                at + 1 + (insn.k as usize) < instructions.len(),
+                "jump at {at} leaves the program"
+            ),
             RET_K => {}
             code => panic!("unexpected opcode {code:#x} at {at}"),
         }
     }
     assert_eq!(instructions.last().map(|insn| insn.code), Some(RET_K));
+}
+
+/// What the tables in `policy` say about one native call, written as plainly as possible: the
+/// oracle the compiled search is checked against.
+fn decided_by_tables(nr: u32, args: [u64; 6]) -> Action {
+    let low = |index: usize| args[index] as u32;
+    if nr & X32_SYSCALL_BIT != 0 {
+        return Action::KillProcess;
+    }
+    if REFUSED.iter().any(|&(_, number)| number == nr) {
+        return EPERM;
+    }
+    if nr == SYS_CLONE3 || nr == SYS_OPENAT2 {
+        return ENOSYS;
+    }
+    let refuse_if = |refused: bool| if refused { EPERM } else { Action::Allow };
+    if let Some(&(_, _, index)) = MODE_ARGUMENT.iter().find(|&&(_, number, _)| number == nr) {
+        return refuse_if(low(index as usize) & SETID_BITS != 0);
+    }
+    match i64::from(nr) {
+        libc::SYS_clone => refuse_if(low(0) & CLONE_NEW_FLAGS != 0),
+        libc::SYS_ioctl => refuse_if(REFUSED_IOCTLS.contains(&low(1))),
+        libc::SYS_personality => refuse_if(!ALLOWED_PERSONALITIES.contains(&low(0))),
+        libc::SYS_socket => refuse_if(
+            !(ALLOWED_FAMILIES.contains(&low(0))
+                || (low(0) == libc::AF_NETLINK as u32 && low(2) == libc::NETLINK_ROUTE as u32)),
+        ),
+        libc::SYS_socketpair => refuse_if(low(0) != PAIR_FAMILY),
+        _ => Action::Allow,
+    }
+}
+
+#[test]
+fn search_decides_like_the_policy_tables_for_every_call_number() {
+    // Argument vectors that hit every branch of every argument block, plus extremes.
+    let mut vectors = vec![[0u64; 6], [u64::MAX; 6]];
+    for value in [
+        u64::from(SETID_BITS),
+        u64::from(libc::S_ISUID),
+        0o755,
+        u64::from(CLONE_NEW_FLAGS),
+        libc::CLONE_NEWUSER as u64,
+        libc::SIGCHLD as u64,
+        libc::AF_NETLINK as u64,
+        libc::AF_PACKET as u64,
+        u64::from(PAIR_FAMILY),
+        libc::NETLINK_ROUTE as u64,
+        libc::NETLINK_AUDIT as u64,
+        0xffff_ffff,
+        0x1_0000_0000,
+    ]
+    .into_iter()
+    .chain(ALLOWED_FAMILIES.map(u64::from))
+    .chain(REFUSED_IOCTLS.map(u64::from))
+    .chain(REFUSED_IOCTLS.map(|cmd| u64::from(cmd) | 0xdead_0000_0000))
+    {
+        for index in 0..6 {
+            let mut vector = [0u64; 6];
+            vector[index] = value;
+            vectors.push(vector);
+            // socket(AF_NETLINK, _, protocol) needs two arguments at once.
+            vector[0] = libc::AF_NETLINK as u64;
+            vectors.push(vector);
+        }
+    }
+    let numbers = (0..1024u32).chain([
+        X32_SYSCALL_BIT - 1,
+        X32_SYSCALL_BIT,
+        X32_SYSCALL_BIT | libc::SYS_read as u32,
+        0x8000_0000,
+        u32::MAX,
+    ]);
+    for nr in numbers {
+        for &arguments in &vectors {
+            assert_eq!(
+                program().evaluate(NATIVE_ARCH, nr, arguments),
+                decided_by_tables(nr, arguments),
+                "nr {nr} args {arguments:x?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_call_number_has_two_rules() {
+    let mut numbers: Vec<u32> = policy::rules().iter().map(|(number, _)| *number).collect();
+    let listed = numbers.len();
+    numbers.sort_unstable();
+    numbers.dedup();
+    assert_eq!(numbers.len(), listed);
+}
+
+#[test]
+fn neighbouring_numbers_with_one_rule_share_a_range() {
+    let eperm = Rule::Errno(libc::EPERM as u32);
+    let rules = [(5, eperm.clone()), (6, eperm.clone()), (8, eperm.clone())];
+    let at = |start, rule: &Rule| Range {
+        start,
+        rule: rule.clone(),
+    };
+    assert_eq!(
+        policy::ranges(&rules),
+        [
+            at(0, &Rule::Allow),
+            at(5, &eperm),
+            at(7, &Rule::Allow),
+            at(8, &eperm),
+            at(9, &Rule::Allow),
+        ]
+    );
+    assert_eq!(
+        policy::ranges(&[(0, eperm.clone()), (u32::MAX, eperm.clone())]),
+        [at(0, &eperm), at(1, &Rule::Allow), at(u32::MAX, &eperm)]
+    );
+}
+
+#[test]
+fn search_jumps_past_lower_halves_longer_than_a_conditional_jump_reaches() {
+    // 600 alternating ranges: the top comparison's lower half is ~600 instructions, so it
+    // needs `ja`; every number must still land in its own range.
+    let ranges: Vec<Range> = (0..600u32)
+        .map(|start| Range {
+            start,
+            rule: if start % 2 == 0 {
+                Rule::Errno(start % 4095 + 1)
+            } else {
+                Rule::Allow
+            },
+        })
+        .collect();
+    let code = policy::search(&ranges);
+    assert!(code.iter().any(|insn| insn.code == JA), "no long jump");
+    let mut program = vec![bpf::load(bpf::OFFSET_NR)];
+    program.extend(code);
+    for nr in 0..700u32 {
+        let expected = match nr {
+            n if n >= 599 => Action::Allow,
+            n if n % 2 == 0 => Action::Errno((n % 4095 + 1) as u16),
+            _ => Action::Allow,
+        };
+        assert_eq!(bpf::evaluate(&program, 0, nr, [0; 6]), expected, "nr {nr}");
+    }
 }
 
 /// The environment variable that turns the test binary, re-executed, into the child below.
