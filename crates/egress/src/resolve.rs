@@ -1,8 +1,12 @@
 //! Name resolution: the `Resolver` trait, a static table (`--resolve H=IP`, the operator's
-//! `[resolve]`, tests) and the system resolver with a bounded wait.
+//! `[resolve]`, tests) and the system resolver with a bounded wait, which consults the hosts file
+//! first.
+
+pub mod hosts;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -152,6 +156,8 @@ pub struct SystemResolver {
     timeout: Duration,
     limit: usize,
     in_flight: Arc<AtomicUsize>,
+    /// Read before every lookup (see [`hosts`]): an edit applies at once, as the C library's does.
+    hosts_file: PathBuf,
 }
 
 impl SystemResolver {
@@ -162,7 +168,14 @@ impl SystemResolver {
             timeout,
             limit: limit.max(1),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            hosts_file: PathBuf::from("/etc/hosts"),
         }
+    }
+
+    /// The same resolver reading its hosts file from `path` instead of `/etc/hosts` (tests).
+    pub fn with_hosts_file(mut self, path: impl Into<PathBuf>) -> SystemResolver {
+        self.hosts_file = path.into();
+        self
     }
 }
 
@@ -185,8 +198,8 @@ impl Drop for InFlight {
 /// The name handed to the system resolver: always fully qualified (a trailing dot), so the
 /// `search` domains of `resolv.conf` never apply. Without the dot, an allowed `db` could be
 /// answered as `db.corp.example` — a name the decision never saw and an operator deny may cover.
-/// The price: `/etc/hosts` entries (matched without the dot) are not consulted; give such names
-/// to the proxy with `--resolve` or the operator policy's `[resolve]` table.
+/// glibc matches `/etc/hosts` entries without the dot, so the resolver reads that file itself
+/// first ([`hosts`]).
 fn query_name(name: &HostName) -> String {
     format!("{}.", name.as_str())
 }
@@ -197,6 +210,10 @@ impl Resolver for SystemResolver {
         // because `getaddrinfo` would read `0x7f.1` as 127.0.0.1 without asking DNS.
         if looks_numeric(name.as_str()) || name.as_str().parse::<IpAddr>().is_ok() {
             return Err(ResolveError::Numeric { name: name.clone() });
+        }
+        let listed = hosts::lookup(&hosts::read(&self.hosts_file), name);
+        if !listed.is_empty() {
+            return Ok(listed);
         }
         if self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.limit {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -276,8 +293,24 @@ mod tests {
     }
 
     #[test]
+    fn the_system_resolver_answers_from_the_hosts_file_before_dns() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hosts");
+        std::fs::write(&file, "192.0.2.7 listed.example.test\n").unwrap();
+        // A limit already reached: only an answer that needs no lookup can succeed.
+        let resolver = SystemResolver::new(Duration::from_secs(1), 1).with_hosts_file(&file);
+        resolver.in_flight.store(1, Ordering::Release);
+        let listed = resolver.resolve(&HostName::parse("listed.example.test").unwrap());
+        assert_eq!(listed.unwrap(), ["192.0.2.7".parse::<IpAddr>().unwrap()]);
+        // Control: a name the file does not list goes to the C library (refused here as busy).
+        let other = resolver.resolve(&HostName::parse("other.example.test").unwrap());
+        assert!(matches!(other, Err(ResolveError::Busy { .. })), "{other:?}");
+    }
+
+    #[test]
     fn the_system_resolver_refuses_lookups_beyond_its_limit() {
-        let resolver = SystemResolver::new(Duration::from_secs(1), 1);
+        let resolver = SystemResolver::new(Duration::from_secs(1), 1)
+            .with_hosts_file("/nonexistent/cordon/hosts");
         resolver.in_flight.store(1, Ordering::Release);
         let error = resolver
             .resolve(&HostName::parse("localhost").unwrap())
