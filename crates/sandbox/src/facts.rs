@@ -7,6 +7,7 @@
 //! idmapped), since init runs as an unowned uid that could not even traverse e.g. `/root`;
 //! unprivileged, `O_PATH` descriptors that init checks its own lookup against.
 
+use std::collections::HashSet;
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -175,8 +176,8 @@ pub(crate) fn gather(
         workspace: &workspace_path,
         idmap,
         fds: &mut fds,
-        mounted: Vec::new(),
-        protected: Vec::new(),
+        mounted: HashSet::new(),
+        protected: HashSet::new(),
     };
     // A `.git` file whose directory is not accepted is still bound read-only (no directory).
     if protection.dot_git_file.is_some() || !protection.dirs.is_empty() {
@@ -294,10 +295,11 @@ struct GitMounter<'a> {
     workspace: &'a Path,
     idmap: Option<libc::c_int>,
     fds: &'a mut Vec<OwnedFd>,
-    /// The git directories mounted so far.
-    mounted: Vec<PathBuf>,
+    /// The git directories mounted so far. Hash sets, not lists: there may be thousands of
+    /// submodules, and a scan per submodule made the work quadratic (review 3).
+    mounted: HashSet<PathBuf>,
     /// The entries kept read-only under `allow_git_mutations` so far.
-    protected: Vec<PathBuf>,
+    protected: HashSet<PathBuf>,
 }
 
 impl GitMounter<'_> {
@@ -322,8 +324,10 @@ impl GitMounter<'_> {
                 continue;
             }
             utf8(&dir)?;
-            let visible =
-                dir.starts_with(self.workspace) || self.mounted.iter().any(|m| dir.starts_with(m));
+            // Inside a mounted git directory: one of its ancestors is one (a hash lookup per
+            // ancestor rather than a scan of every mounted directory).
+            let visible = dir.starts_with(self.workspace)
+                || dir.ancestors().skip(1).any(|m| self.mounted.contains(m));
             let source = if visible {
                 Source::Itself
             } else {
@@ -343,11 +347,11 @@ impl GitMounter<'_> {
                 for path in own.chain(git::protected_below(&dir)?) {
                     if !self.protected.contains(&path) {
                         protected.push(protected_entry(&path)?);
-                        self.protected.push(path);
+                        self.protected.insert(path);
                     }
                 }
             }
-            self.mounted.push(dir.clone());
+            self.mounted.insert(dir.clone());
             mounted.push(Mounted {
                 path: dir,
                 source,

@@ -33,12 +33,17 @@ mod worktree;
 pub use gitdir::GitFileProblem;
 pub use index::{IndexError, MAX_NAME};
 pub use nested::protected_below;
-pub use submodule::{MAX_DEPTH, MAX_INDEX, MAX_SUBMODULES, Submodule, SubmoduleGit};
+pub use submodule::{
+    MAX_COMPONENTS, MAX_DEPTH, MAX_DIRECTORIES, MAX_INDEX, MAX_INDEX_BYTES, MAX_SUBMODULES,
+    Submodule, SubmoduleGit,
+};
 
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use submodule::{Reach, Start};
 
 /// The most bytes read from a `.git`, `commondir` or `gitdir` file; git writes one short line.
 pub const MAX_POINTER: u64 = 4096;
@@ -47,37 +52,46 @@ pub const MAX_POINTER: u64 = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
     #[error(
-        "`{path}` is a symbolic link; cordon cannot keep a linked `.git` from being repointed by \
-         the sandbox. Replace it with the directory it names or with a `gitdir:` file"
+        "`{shown}` is a symbolic link; cordon cannot keep a linked `.git` from being repointed by \
+         the sandbox. Replace it with the directory it names or with a `gitdir:` file",
+        shown = Short(.path)
     )]
     SymlinkedDotGit { path: PathBuf },
-    #[error("cannot read `{path}` to find the workspace's git directories")]
+    #[error(
+        "cannot read `{shown}` to find the workspace's git directories",
+        shown = Short(.path)
+    )]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
     #[error(
-        "the submodule path `{path}` is (or passes through) a symbolic link, which the sandbox \
-         could repoint; replace the link with the directory it names"
+        "the submodule path `{shown}` is (or passes through) a symbolic link, which the sandbox \
+         could repoint; remove the link (the sandbox may have planted it) or, if you made it, \
+         replace it with the directory it names",
+        shown = Short(.path)
     )]
     SymlinkedSubmodule { path: PathBuf },
     /// A `.git` file whose target the sandbox could change (see `git/gitdir.rs`).
     #[error(
-        "the `.git` file `{path}` {problem}, so the sandbox could redirect the git on the host; \
-         rewrite it on the host as `gitdir: ` and the git directory's absolute path, or remove it"
+        "the `.git` file `{shown}` {problem}, so the sandbox could redirect the git on the host; \
+         rewrite it on the host as `gitdir: ` and the git directory's absolute path, or remove it",
+        shown = Short(.path)
     )]
     UnsafeGitFile {
         path: PathBuf,
-        #[source]
+        // Part of the message above, so not also a `#[source]`: a reporter printing the chain
+        // would say it twice (review 3, finding 7).
         problem: GitFileProblem,
     },
     /// The index cannot be parsed: cordon cannot tell which submodules to protect, so it refuses
     /// rather than leave one writable.
     #[error(
-        "cannot parse the git index `{path}` to find the submodules to protect; rewrite it on \
+        "cannot parse the git index `{shown}` to find the submodules to protect; rewrite it on \
          the host with `git update-index --no-split-index --index-version 2` (or \
-         `git read-tree HEAD` if it is damaged)"
+         `git read-tree HEAD` if it is damaged)",
+        shown = Short(.path)
     )]
     Index {
         path: PathBuf,
@@ -91,10 +105,71 @@ pub enum GitError {
     )]
     TooManySubmodules { limit: usize },
     #[error(
-        "submodules nest more than {limit} levels deep below `{path}`, deeper than cordon \
-         follows; deinitialise the deepest with `git submodule deinit`"
+        "submodules nest more than {limit} levels deep below `{shown}`, deeper than cordon \
+         follows; deinitialise the deepest with `git submodule deinit`",
+        shown = Short(.path)
     )]
     TooDeep { path: PathBuf, limit: usize },
+    #[error(
+        "the submodule or worktree path `{shown}` is more than {limit} directories below the \
+         workspace, deeper than cordon protects; move it higher, deinitialise it with `git \
+         submodule deinit` or remove it with `git worktree remove`",
+        shown = Short(.path)
+    )]
+    PathTooDeep { path: PathBuf, limit: usize },
+    #[error(
+        "the workspace's submodules and linked worktrees lie below more than {limit} distinct \
+         directories, more than cordon keeps as mount points; deinitialise some with `git \
+         submodule deinit` or remove worktrees with `git worktree remove`"
+    )]
+    TooManyDirectories { limit: usize },
+    #[error(
+        "the git index `{shown}` is larger than {limit} bytes, more than cordon reads to find the \
+         submodules to protect; shrink it on the host (`git sparse-checkout`, \
+         `git update-index --index-version 4`) or use a workspace outside that work tree",
+        shown = Short(.path)
+    )]
+    IndexTooLarge { path: PathBuf, limit: u64 },
+    #[error(
+        "the workspace's git indexes (its own, its submodules' and those of the repositories \
+         above it) together exceed {limit} bytes, more than cordon reads to find the submodules \
+         to protect; deinitialise nested submodules with `git submodule deinit` or use a \
+         workspace outside the large work tree"
+    )]
+    IndexesTooLarge { limit: u64 },
+    #[error(
+        "the linked worktree record `{shown}` names no `.git` cordon can locate, so it cannot \
+         tell which worktree to protect; run `git worktree prune` or `git worktree repair` on \
+         the host",
+        shown = Short(.path)
+    )]
+    WorktreeRecord { path: PathBuf },
+}
+
+/// The longest path shown whole in an error message, in bytes; a longer one (a forged gitlink
+/// name can be 4096 bytes) is shown by its start and end.
+const SHOWN: usize = 160;
+
+/// A path for an error message: whole when short, else its first and last [`SHOWN`]`/2` bytes
+/// around ` … `, cut at character boundaries.
+struct Short<'a>(&'a Path);
+
+impl std::fmt::Display for Short<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.0.to_string_lossy();
+        if text.len() <= SHOWN {
+            return f.write_str(&text);
+        }
+        let mut head = SHOWN / 2;
+        while !text.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut tail = text.len() - SHOWN / 2;
+        while !text.is_char_boundary(tail) {
+            tail += 1;
+        }
+        write!(f, "{} … {}", &text[..head], &text[tail..])
+    }
 }
 
 /// Parses `bytes` as a git index and returns its gitlink paths: the entry point of the
@@ -154,32 +229,51 @@ pub struct Protection {
 ///   `../.git/modules/<name>`, which does not name it back; `git init --separate-git-dir`):
 ///   the file itself, read-only, so it cannot be repointed at a directory the sandbox made.
 ///   The directory is not mounted (git inside the sandbox then fails, which is safe);
-/// * no `.git` at all: the workspace may be a subdirectory of a work tree, whose git on the host
-///   inspects the submodules under it — so the index of every repository above the workspace is
-///   read for gitlinks inside it. A `.git` the sandbox creates at the workspace root cannot be
-///   prevented (there is nothing to mount over); see the threat model.
+/// * no `.git` at all: nothing of the workspace's own to keep. A `.git` the sandbox creates at the
+///   workspace root cannot be prevented (there is nothing to mount over); see the threat model.
+///
+/// In every case the workspace may also lie inside a work tree above it, whose git on the host
+/// inspects the submodules under the workspace — so the index of every repository above the
+/// workspace is read for gitlinks inside it, whatever the workspace's own `.git` is.
 ///
 /// In every case, the gitlinks and linked worktrees inside the workspace are found through the
 /// indexes and `worktrees/` of every git directory involved, mounted or not: reading one cannot
 /// mount anything, and it is outside the sandbox's reach unless it was mounted writable.
 pub fn protection(workspace: &Path) -> Result<Protection, GitError> {
-    // (work tree, its git directory): where gitlinks and worktrees are read from.
-    let mut starts: Vec<(PathBuf, PathBuf)> = Vec::new();
+    // Where gitlinks and worktrees are read from.
+    let mut starts: Vec<Start> = Vec::new();
+    let own = |git_dir: PathBuf| Start {
+        work_tree: workspace.to_path_buf(),
+        git_dir,
+        reach: Reach::Own,
+    };
     let (dot_git_file, dirs) = match find(workspace)? {
         Top::Accepted(found) => {
-            starts.push((workspace.to_path_buf(), found.git_dir.clone()));
+            starts.push(own(found.git_dir.clone()));
             let dirs = [Some(found.git_dir), found.common_dir];
             (found.dot_git_file, dirs.into_iter().flatten().collect())
         }
         Top::Unaccepted { file, named } => {
-            starts.extend(named.map(|dir| (workspace.to_path_buf(), dir)));
+            starts.extend(named.map(own));
             (Some(file), Vec::new())
         }
-        Top::Absent => {
-            starts.extend(enclosing(workspace)?);
-            (None, Vec::new())
-        }
+        Top::Absent => (None, Vec::new()),
     };
+    // The repositories above the workspace, whatever its own `.git` is: a superproject's git on
+    // the host inspects the submodules under the workspace through its own index, and a `.git`
+    // at the workspace root — which the sandbox itself may have planted in an earlier session
+    // (`mkdir .git`, `echo junk > .git`) — changes nothing about that. Reading them only when
+    // there is no `.git` let a session switch the protection of those submodules off (review 3,
+    // finding 1).
+    starts.extend(
+        enclosing(workspace)?
+            .into_iter()
+            .map(|(work_tree, git_dir)| Start {
+                work_tree,
+                git_dir,
+                reach: Reach::Above,
+            }),
+    );
     let submodules = submodule::inside(workspace, &dirs, starts)?;
     Ok(Protection {
         dot_git_file,
@@ -483,7 +577,9 @@ mod tests {
             let refused = protection(&ws);
             if let Err(error) = &refused {
                 // The message names the file, the problem and the fix.
-                let message = format!("{error}: {}", std::error::Error::source(error).unwrap());
+                let message = error.to_string();
+                // The problem is said once, in the message, not again as a source.
+                assert!(std::error::Error::source(error).is_none(), "{message}");
                 assert!(message.contains(".git` file `"), "{message}");
                 assert!(message.contains("rewrite it on the host"), "{message}");
             }
@@ -517,5 +613,30 @@ mod tests {
             assert!(found.dirs.is_empty(), "{text}");
             assert_eq!(discover(&ws).unwrap(), None, "{text}");
         }
+    }
+
+    #[test]
+    fn long_paths_are_shortened_in_error_messages() {
+        let long = format!("/ws/{}end", "a/".repeat(2000));
+        let accented = format!("/ws/{}", "é".repeat(200));
+        assert_eq!(Short(Path::new("/ws/sub")).to_string(), "/ws/sub");
+        for path in [&long, &accented] {
+            let shown = Short(Path::new(path)).to_string();
+            // The start and the end are kept, each at most half the budget, cut between
+            // characters (`é` is two bytes).
+            assert!(shown.len() <= SHOWN + " … ".len(), "{shown}");
+            let (head, tail) = shown.split_once(" … ").expect("elided");
+            assert!(path.starts_with(head) && path.ends_with(tail), "{shown}");
+            assert!(
+                head.len() > SHOWN / 2 - 2 && tail.len() > SHOWN / 2 - 2,
+                "{shown}"
+            );
+        }
+        // The reviewer's case: a gitlink name past PATH_MAX made a 4000-character message.
+        let error = GitError::Read {
+            path: PathBuf::from(&long),
+            source: io::Error::from_raw_os_error(libc::ENAMETOOLONG),
+        };
+        assert!(error.to_string().len() < 250, "{error}");
     }
 }

@@ -7,6 +7,7 @@
 
 mod apply;
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -324,23 +325,39 @@ pub fn plan(layout: &Layout) -> MountPlan {
     // next session to find. So every directory between the workspace (or a git directory) and
     // such a target becomes a mount point itself — bound onto itself, its flags kept — and the
     // kernel refuses to rename a mount point (`EBUSY`).
-    let mut roots: Vec<&Path> = vec![&layout.workspace.path];
+    //
+    // Near-linear in the size of the targets (review 3, finding 4: a scan of every target and
+    // every pinned directory for each ancestor of each target made deep gitlinks cubic): each
+    // target's ancestors are walked from its parent upwards only until one already settled, and
+    // every lookup is a hash. An ancestor needs pinning when it is strictly below a root — that
+    // is, when its parent is a root or is itself strictly below one — and is not a target.
+    let mut roots: HashSet<&Path> = HashSet::from([layout.workspace.path.as_path()]);
     for git in layout.git.iter().chain(&layout.submodules) {
         roots.extend(git.dirs.iter().map(|d| d.path.as_path()));
     }
     let targets: Vec<PathBuf> = steps.iter().map(|s| s.target().to_path_buf()).collect();
+    let target_set: HashSet<&Path> = targets.iter().map(PathBuf::as_path).collect();
+    // Each ancestor seen so far: whether it is a root or strictly below one.
+    let mut settled: HashMap<&Path, bool> = HashMap::new();
     let mut pinned: Vec<PathBuf> = Vec::new();
     for target in &targets {
+        let mut chain: Vec<&Path> = Vec::new();
+        let mut above = false;
         for ancestor in target.ancestors().skip(1) {
-            let inside = roots
-                .iter()
-                .any(|root| ancestor.starts_with(root) && ancestor != *root);
-            if inside
-                && !targets.iter().any(|t| t == ancestor)
-                && !pinned.iter().any(|p| p == ancestor)
-            {
+            if let Some(known) = settled.get(ancestor) {
+                above = *known;
+                break;
+            }
+            chain.push(ancestor);
+        }
+        // Back down from the topmost new ancestor: each is strictly below a root when the one
+        // above it is a root or below one.
+        for ancestor in chain.into_iter().rev() {
+            if above && !target_set.contains(ancestor) {
                 pinned.push(ancestor.to_path_buf());
             }
+            above = above || roots.contains(ancestor);
+            settled.insert(ancestor, above);
         }
     }
     for dir in pinned {

@@ -20,10 +20,15 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::GitError;
+use super::{GitError, Short};
 
 /// The most symbolic links followed while resolving one path (the kernel's `MAXSYMLINKS`).
 const MAX_LINKS: usize = 40;
+/// The most path components looked up while resolving one path, links expanded. Each lookup is
+/// a `stat` of the whole path so far — quadratic in the depth — and a session may hold thousands
+/// of `.git` files: uncapped, a forged deep `gitdir:` in each made the host spend minutes (the
+/// class of review 3, finding 4). A git directory's path is a few dozen components at most.
+pub const MAX_WALK: usize = 128;
 
 /// Why a `.git` file cannot be protected; see [`GitError::UnsafeGitFile`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -31,19 +36,26 @@ pub enum GitFileProblem {
     #[error("is longer than {limit} bytes (git writes one short line)")]
     TooLong { limit: u64 },
     #[error(
-        "names `{path}` inside the workspace, which does not exist or is not a directory (the \
-         sandbox could create it)"
+        "names `{shown}` inside the workspace, which does not exist or is not a directory (the \
+         sandbox could create it)",
+        shown = Short(.path)
     )]
     Missing { path: PathBuf },
-    #[error("names its git directory through the symbolic link `{path}` inside the workspace")]
+    #[error(
+        "names its git directory through the symbolic link `{shown}` inside the workspace",
+        shown = Short(.path)
+    )]
     Symlink { path: PathBuf },
     #[error(
-        "names its git directory through `{path}`, a workspace directory the sandbox could \
-         replace"
+        "names its git directory through `{shown}`, a workspace directory the sandbox could \
+         replace",
+        shown = Short(.path)
     )]
     Detour { path: PathBuf },
     #[error("names a path with more than {MAX_LINKS} symbolic links")]
     Loop,
+    #[error("names a path more than {MAX_WALK} directories deep (links followed)")]
+    TooDeep,
 }
 
 /// The path a `gitdir:` file holds, read exactly as git's `read_gitfile_gently` does: the file
@@ -94,11 +106,16 @@ pub fn resolve(workspace: &Path, base: &Path, named: &OsStr) -> Result<Named, Gi
     queue(&mut pending, &mut current, Path::new(named));
     let mut visited: Vec<PathBuf> = Vec::new();
     let mut links = 0usize;
+    let mut walked = 0usize;
     while let Some(component) = pending.pop_front() {
         if component == ".." {
             // `current` never holds a link, so its lexical parent is its physical parent.
             current.pop();
             continue;
+        }
+        walked += 1;
+        if walked > MAX_WALK {
+            return Err(GitFileProblem::TooDeep);
         }
         let next = current.join(&component);
         let meta = match fs::symlink_metadata(&next) {

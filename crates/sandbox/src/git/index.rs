@@ -106,14 +106,26 @@ pub struct Shared {
 /// Parses `bytes` as an index of a SHA-1 repository, else of a SHA-256 one (see the module
 /// documentation). The error is the SHA-1 attempt's when neither parses.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, IndexError> {
-    parse_at(bytes, &[])
+    parse_at(bytes, &[], b"")
 }
 
 /// [`parse`], also returning in [`Parsed::at`] the names of the entries at `wanted` (ascending
 /// positions, from a split index's [`Shared::replaced`]), each required to be a valid gitlink
-/// path, and all required to exist.
-pub fn parse_at(bytes: &[u8], wanted: &[u64]) -> Result<Parsed, IndexError> {
-    parse_with(bytes, 20, wanted).or_else(|sha1| parse_with(bytes, 32, wanted).map_err(|_| sha1))
+/// path, and all required to exist. Only gitlinks at `within` or below it (a path relative to the
+/// work tree, without a trailing `/`; empty for all) are kept in [`Parsed::gitlinks`] and count
+/// towards [`MAX_GITLINKS`]: an index of a repository above the workspace may list any number of
+/// gitlinks elsewhere, which cordon need not protect and must not refuse the session for.
+pub fn parse_at(bytes: &[u8], wanted: &[u64], within: &[u8]) -> Result<Parsed, IndexError> {
+    parse_with(bytes, 20, wanted, within)
+        .or_else(|sha1| parse_with(bytes, 32, wanted, within).map_err(|_| sha1))
+}
+
+/// Whether the entry `name` is `within` or lies below it (see [`parse_at`]).
+pub(super) fn is_within(name: &[u8], within: &[u8]) -> bool {
+    within.is_empty()
+        || name
+            .strip_prefix(within)
+            .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
 }
 
 /// A cursor over the index bytes whose reads fail instead of panicking.
@@ -165,7 +177,12 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn parse_with(bytes: &[u8], hash_len: usize, wanted: &[u64]) -> Result<Parsed, IndexError> {
+fn parse_with(
+    bytes: &[u8],
+    hash_len: usize,
+    wanted: &[u64],
+    within: &[u8],
+) -> Result<Parsed, IndexError> {
     // The trailing hash is not part of the entries or extensions; cut it off first so nothing
     // below can read into it.
     let body_len = bytes
@@ -271,6 +288,9 @@ fn parse_with(bytes: &[u8], hash_len: usize, wanted: &[u64]) -> Result<Parsed, I
         }
         if is_gitlink {
             let path = gitlink_path(&name).ok_or(IndexError::Path(n))?;
+            if !is_within(&name, within) {
+                continue;
+            }
             // Git sorts the index by name (then stage), so the conflict stages of one path are
             // adjacent; comparing with the last one keeps this linear. A forged, unsorted index
             // may repeat a path, which costs a duplicate mount, nothing more.

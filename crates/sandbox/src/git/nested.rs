@@ -17,6 +17,11 @@ use std::path::{Path, PathBuf};
 
 use super::{GitError, MAX_SUBMODULES, PROTECTED};
 
+/// The directories of a git directory not walked for nested git directories: they hold no
+/// configuration git reads (`objects/info/alternates` is protected through [`PROTECTED`] at each
+/// git directory) and may hold thousands of entries.
+const SKIPPED: [&str; 4] = ["objects", "refs", "logs", "worktrees"];
+
 /// What a worktree's administrative directory holds that git or cordon reads.
 const WORKTREE_ENTRIES: [&str; 3] = ["commondir", "config.worktree", "gitdir"];
 
@@ -26,11 +31,20 @@ const WORKTREE_ENTRIES: [&str; 3] = ["commondir", "config.worktree", "gitdir"];
 pub fn protected_below(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
     let mut found = Vec::new();
     worktree_entries(git_dir, &mut found)?;
-    // Directories to look at under `modules/`: module names may hold slashes, so a directory
-    // there is either a git directory (it has a `HEAD`) or one level of a name.
+    // Directories to look at under `modules/`. Module names may hold slashes, so a directory
+    // there is a git directory or one level of a name — and which one cannot be told from
+    // `HEAD`: under `allow_git_mutations` the sandbox may delete a module's `HEAD` (review 3,
+    // finding 6), the directory stops looking like a git directory, its `config` is left
+    // writable, and once `HEAD` is back (`git submodule update` on the host) git adopts the
+    // planted configuration. So every directory visited keeps its existing protected entries
+    // read-only, whatever it looks like, and the walk goes on below it — except into the parts
+    // of a git directory that hold no configuration and may be huge (`objects`, `refs`,
+    // `logs`), the protected entries themselves (already read-only as a whole), and
+    // `worktrees/` (its entries are protected by `worktree_entries`).
     let mut pending = vec![git_dir.join("modules")];
-    // A forged tree of millions of directories must not make the host walk it all.
-    let mut budget = 4 * MAX_SUBMODULES;
+    // A forged tree of millions of directories must not make the host walk it all; a real
+    // module directory has a handful of directories besides the skipped ones.
+    let mut budget = 8 * MAX_SUBMODULES;
     while let Some(dir) = pending.pop() {
         if budget == 0 {
             return Err(GitError::TooManySubmodules {
@@ -38,24 +52,25 @@ pub fn protected_below(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
             });
         }
         budget -= 1;
-        // Not following links: a link here is returned (when a git directory's entry) or
-        // skipped (git would follow it, but then it names a directory outside this one, which
-        // cordon does not mount writable).
+        // Not following links: a link here is returned (when it stands at a protected entry's
+        // name; the caller refuses it) or skipped (git would follow it, but then it names a
+        // directory outside this one, which cordon does not mount writable).
         if !fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir()) {
             continue;
         }
-        if fs::symlink_metadata(dir.join("HEAD")).is_ok() {
-            found.extend(existing(&dir, &PROTECTED));
-            worktree_entries(&dir, &mut found)?;
-            pending.push(dir.join("modules"));
-            continue;
-        }
+        found.extend(existing(&dir, &PROTECTED));
+        worktree_entries(&dir, &mut found)?;
         let entries = fs::read_dir(&dir).map_err(|source| GitError::Read {
             path: dir.clone(),
             source,
         })?;
         for entry in entries.flatten() {
-            pending.push(entry.path());
+            let name = entry.file_name();
+            let skipped = SKIPPED.iter().any(|skip| name == *skip)
+                || PROTECTED.iter().any(|protected| name == *protected);
+            if !skipped && entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                pending.push(entry.path());
+            }
         }
     }
     Ok(found)

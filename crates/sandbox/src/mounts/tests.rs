@@ -465,3 +465,52 @@ fn allowed_git_mutations_keep_a_submodule_config_read_only_like_the_top_level_on
         ],
     );
 }
+
+#[test]
+fn shared_directories_are_pinned_once_and_a_target_above_another_is_not_pinned() {
+    let mut l = layout();
+    l.protect = vec![
+        ("/work/ws/a/b/c".into(), Kind::Dir),
+        ("/work/ws/a/b/c/d/e".into(), Kind::File),
+        ("/work/ws/a/x".into(), Kind::File),
+    ];
+    check(
+        l,
+        &[
+            "bind ro itself /work/ws/a/b/c Dir",
+            "bind ro itself /work/ws/a/b/c/d/e File",
+            "bind ro itself /work/ws/a/x File",
+            "bind rw itself /work/ws/a Dir",
+            "bind rw itself /work/ws/a/b Dir",
+            "bind rw itself /work/ws/a/b/c/d Dir",
+        ],
+    );
+}
+
+#[test]
+fn deep_targets_pin_each_directory_once() {
+    // Review 3, finding 4: the pinning walk is linear in the targets' depth (a scan per
+    // ancestor made a thousand-deep target cost millions of comparisons). Two targets a thousand
+    // deep sharing all but their last directory.
+    let deep = PathBuf::from("/work/ws").join("d/".repeat(1000));
+    let mut l = layout();
+    l.protect = vec![
+        (deep.join("one"), Kind::File),
+        (deep.join("two"), Kind::File),
+    ];
+    let pins = plan(&l)
+        .steps
+        .iter()
+        .filter(|step| {
+            matches!(
+                step,
+                Step::Bind {
+                    access: Access::ReadWrite,
+                    source: Source::Itself,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(pins, 1000);
+}

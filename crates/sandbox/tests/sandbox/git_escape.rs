@@ -297,3 +297,189 @@ fn allowed_git_mutations_keep_a_linked_worktree_git_file_and_record_read_only() 
     assert_eq!(out, "wrote-objects\n");
     assert_eq!(std::fs::read(&record).expect("read"), record_before);
 }
+
+#[test]
+fn a_git_planted_at_the_root_of_a_subdirectory_workspace_keeps_the_submodules_under_it() {
+    // Review 3, finding 1: session 1 plants a `.git` at the workspace root (nothing is there to
+    // protect); session 2 must still read the superproject's index and keep `sub/.git`.
+    for plant in ["mkdir .git", "echo junk > .git"] {
+        let root = workspace();
+        let upstream = root.path().join("upstream");
+        committed_repo(&upstream);
+        let top = root.path().join("s1");
+        committed_repo(&top);
+        let url = upstream.to_str().expect("utf-8");
+        git(&top, &["submodule", "add", "-q", url, "libs/sub"]);
+        let ws = top.join("libs");
+        let before = std::fs::read(ws.join("sub/.git")).expect("read");
+        let markers = markers();
+
+        let mut session = open(&ws);
+        let planted = stdout(&sh(&mut session, &format!("{plant} && echo planted")));
+        drop(session);
+        assert_eq!(
+            planted, "planted\n",
+            "{plant}: session 1 plants the root `.git`"
+        );
+
+        let out = run_with_control(
+            &ws,
+            &markers,
+            &attack("evil", &markers.attack, "sub/.git", "../evil"),
+        );
+
+        assert_host_unchanged(&markers, &ws.join("sub/.git"), &before, &[&top]);
+        assert!(!out.contains("wrote sub/.git"), "{plant}: {out}");
+    }
+}
+
+/// One version-2 index entry: mode, a zero object name, the name padded with NULs to 8 bytes.
+fn index_entry(mode: u32, name: &[u8]) -> Vec<u8> {
+    let mut entry = vec![0u8; 40];
+    entry[24..28].copy_from_slice(&mode.to_be_bytes());
+    entry.extend([0u8; 20]);
+    let flags = u16::try_from(name.len().min(0xFFF)).expect("masked");
+    entry.extend(flags.to_be_bytes());
+    entry.extend(name);
+    let padded = (entry.len() + 8) & !7;
+    entry.resize(padded, 0);
+    entry
+}
+
+/// A version-2 index of gitlinks at `names`, with `extensions`, and a zero trailing hash.
+fn gitlink_index(names: &[Vec<u8>], extensions: &[u8]) -> Vec<u8> {
+    let mut out = b"DIRC".to_vec();
+    out.extend(2u32.to_be_bytes());
+    out.extend(u32::try_from(names.len()).expect("few").to_be_bytes());
+    for name in names {
+        out.extend(index_entry(0o160000, name));
+    }
+    out.extend(extensions);
+    out.extend([0u8; 20]);
+    out
+}
+
+/// A repository at `ws` whose index is the hand-built `index` (and `shared`, its shared index,
+/// when split).
+fn repo_with_index(ws: &Path, index: &[u8], shared: Option<&[u8]>) {
+    git(ws, &["init", "-q", "."]);
+    std::fs::write(ws.join(".git/index"), index).expect("write the index");
+    if let Some(shared) = shared {
+        let name = format!(".git/sharedindex.{}", "11".repeat(20));
+        std::fs::write(ws.join(name), shared).expect("write the shared index");
+    }
+}
+
+#[test]
+fn a_forged_split_index_of_long_gitlink_names_is_decided_without_hanging_the_host() {
+    // Review 3, finding 3: 4096 gitlinks of ~4000-byte names in the split part and in the
+    // shared index (250 components, under the depth cap, so the merge itself is what is
+    // exercised). Merging them by scanning the list for each name (a component-by-component
+    // comparison each) took many minutes; a hash set takes milliseconds. Same names in both: the union is 4096 and the
+    // session opens; different names: the union is 8192 and it is refused, as soon as the limit
+    // is passed.
+    let deep = "/aaaaaaaaaaaaaaa".repeat(249);
+    let names = |tag: &str| -> Vec<Vec<u8>> {
+        (0..cordon_sandbox::git::MAX_SUBMODULES)
+            .map(|n| format!("{tag}{n:05}{deep}").into_bytes())
+            .collect()
+    };
+    let mut link = b"link".to_vec();
+    link.extend(20u32.to_be_bytes());
+    link.extend([0x11u8; 20]);
+    for (shared_tag, opens) in [("", true), ("b", false)] {
+        let ws = workspace();
+        let split = gitlink_index(&names(""), &link);
+        let shared = gitlink_index(&names(shared_tag), &[]);
+        repo_with_index(ws.path(), &split, Some(&shared));
+        match Session::open(config(ws.path())) {
+            Ok(mut session) if opens => {
+                // Nothing exists at those paths: nothing to mount, the session works.
+                assert_eq!(stdout(&sh(&mut session, "echo ok")), "ok\n");
+            }
+            Err(SandboxError::Git(GitError::TooManySubmodules { limit })) if !opens => {
+                assert_eq!(limit, cordon_sandbox::git::MAX_SUBMODULES);
+            }
+            Ok(_) => panic!("{shared_tag:?}: the union of 8192 gitlinks must be refused"),
+            Err(other) => panic!("{shared_tag:?}: wrong outcome: {other}"),
+        }
+    }
+}
+
+#[test]
+fn gitlinks_deeper_than_cordon_protects_refuse_the_session_and_one_at_the_limit_is_kept() {
+    // Review 3, finding 4: 64 existing gitlink directories 1000 levels deep made the mount plan
+    // cubic (minutes on the host). Past MAX_COMPONENTS the session is refused before any of
+    // that work, naming the path and the fix.
+    use cordon_sandbox::git::MAX_COMPONENTS;
+    let chain = |levels: usize| "/d".repeat(levels - 1);
+    let ws = workspace();
+    let names: Vec<Vec<u8>> = (0..64)
+        .map(|n| format!("{n:02}{}", chain(1000)).into_bytes())
+        .collect();
+    repo_with_index(ws.path(), &gitlink_index(&names, &[]), None);
+    for name in &names {
+        let name = std::str::from_utf8(name).expect("utf-8");
+        std::fs::create_dir_all(ws.path().join(name)).expect("mkdir");
+    }
+    match Session::open(config(ws.path())) {
+        Err(SandboxError::Git(error @ GitError::PathTooDeep { .. })) => {
+            let message = error.to_string();
+            assert!(message.contains("deeper than cordon protects"), "{message}");
+            assert!(message.contains("git submodule deinit"), "{message}");
+        }
+        Err(other) => panic!("wrong refusal: {other}"),
+        Ok(_) => panic!("the session must be refused"),
+    }
+
+    // The control: one gitlink exactly MAX_COMPONENTS deep is kept read-only as a whole (no
+    // `.git` in it), so no `.git` can be created there, while its parent stays writable.
+    let ws = workspace();
+    let name = format!("l{}", chain(MAX_COMPONENTS));
+    repo_with_index(
+        ws.path(),
+        &gitlink_index(&[name.clone().into_bytes()], &[]),
+        None,
+    );
+    std::fs::create_dir_all(ws.path().join(&name)).expect("mkdir");
+    let mut session = open(ws.path());
+    let out = stdout(&sh(
+        &mut session,
+        &format!(
+            "mkdir {name}/.git 2>/dev/null && echo created-git; \
+             touch {name}/../control && echo wrote-parent"
+        ),
+    ));
+    drop(session);
+    assert_eq!(out, "wrote-parent\n");
+    assert!(!ws.path().join(&name).join(".git").exists());
+}
+
+#[test]
+fn a_linked_worktree_recorded_with_relative_paths_keeps_its_git_file() {
+    // Review 3, finding 2: git ≥ 2.48 (`worktree.useRelativePaths`) writes both pointers
+    // relative; this git may be older, so the files are written by hand as 2.48 writes them.
+    let ws = workspace();
+    committed_repo(ws.path());
+    git(ws.path(), &["worktree", "add", "-q", ".worktrees/feat"]);
+    let feat = ws.path().join(".worktrees/feat");
+    std::fs::write(
+        ws.path().join(".git/worktrees/feat/gitdir"),
+        "../../../.worktrees/feat/.git\n",
+    )
+    .expect("the relative record");
+    std::fs::write(feat.join(".git"), "gitdir: ../../.git/worktrees/feat\n")
+        .expect("the relative .git");
+    git(&feat, &["status", "-s"]);
+    let before = std::fs::read(feat.join(".git")).expect("read");
+    let markers = markers();
+
+    let out = run_with_control(
+        ws.path(),
+        &markers,
+        &attack(".e", &markers.attack, ".worktrees/feat/.git", "../../.e"),
+    );
+
+    assert_host_unchanged(&markers, &feat.join(".git"), &before, &[&feat, ws.path()]);
+    assert!(!out.contains("wrote .worktrees/feat/.git"), "{out}");
+}

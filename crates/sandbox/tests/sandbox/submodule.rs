@@ -227,3 +227,46 @@ fn allowed_git_mutations_keep_a_deinitialised_submodule_git_directory_configurat
         config_before
     );
 }
+
+#[test]
+fn allowed_git_mutations_keep_a_module_configuration_read_only_after_its_head_is_deleted() {
+    // Review 3, finding 6: session 1 deletes the deinitialised module's `HEAD` (allowed: the git
+    // directory is writable), so that it no longer looks like a git directory; session 2 then
+    // plants `core.fsmonitor` in its `config`, which `git submodule update` on the host would
+    // adopt once `HEAD` is back.
+    let (ws, _upstream) = workspace_with_submodules();
+    let root = ws.path();
+    add_protected_entries(&root.join(".git"));
+    add_protected_entries(&root.join("vendor/emb/.git"));
+    git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
+    let module = root.join(".git/modules/lib/sub");
+    let config_before = std::fs::read(module.join("config")).expect("the module config");
+    let mutations = || {
+        let mut config = config(root);
+        config.git_mutations = GitMutations::Allow;
+        Session::open(config).expect("the session opens")
+    };
+    let mut session = mutations();
+    let out = stdout(&sh(
+        &mut session,
+        "rm .git/modules/lib/sub/HEAD && echo removed-head",
+    ));
+    drop(session);
+    assert_eq!(out, "removed-head\n", "session 1 deletes HEAD");
+    assert!(!module.join("HEAD").exists());
+
+    let mut session = mutations();
+    let out = stdout(&sh(
+        &mut session,
+        "printf '[core]\\nfsmonitor = x\\n' >> .git/modules/lib/sub/config 2>/dev/null \
+             && echo wrote-module-config; \
+         touch .git/modules/lib/sub/objects/new && echo wrote-module-objects",
+    ));
+    drop(session);
+    // The control: the module's objects are still writable, as mutations allow.
+    assert_eq!(out, "wrote-module-objects\n");
+    assert_eq!(
+        std::fs::read(module.join("config")).expect("the module config"),
+        config_before
+    );
+}

@@ -117,10 +117,28 @@ fn named_directories_resolve_only_on_routes_the_sandbox_cannot_change() {
 #[test]
 fn a_symlink_loop_is_refused() {
     let (_root, ws, out) = tree();
-    symlink(out.join("b"), out.join("a")).unwrap();
-    symlink(out.join("a"), out.join("b")).unwrap();
+    // Relative targets: each turn costs one component, so the link count, not the depth cap
+    // (`a_path_deeper_than_cordon_walks_is_refused`), is what stops it.
+    symlink("b", out.join("a")).unwrap();
+    symlink("a", out.join("b")).unwrap();
     assert_eq!(
         resolve(&ws, &ws, out.join("a").as_os_str()),
         Err(GitFileProblem::Loop)
+    );
+}
+
+#[test]
+fn a_path_deeper_than_cordon_walks_is_refused() {
+    let (_root, ws, out) = tree();
+    let at_limit = out.join("d/".repeat(MAX_WALK - out.components().count() + 1));
+    fs::create_dir_all(at_limit.join("d")).unwrap();
+    assert_eq!(
+        resolve(&ws, &ws, at_limit.as_os_str()),
+        Ok(Named::Dir(at_limit.clone())),
+        "at the limit"
+    );
+    assert_eq!(
+        resolve(&ws, &ws, at_limit.join("d").as_os_str()),
+        Err(GitFileProblem::TooDeep)
     );
 }

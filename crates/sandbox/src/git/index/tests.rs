@@ -499,7 +499,7 @@ fn a_shared_index_gives_the_names_at_the_replaced_positions() {
         &[e(FILE, "a"), e(LINK, "lib/sub"), e(FILE, "z")],
         &[],
     );
-    let at = |wanted: &[u64]| parse_at(&shared, wanted).map(|parsed| parsed.at);
+    let at = |wanted: &[u64]| parse_at(&shared, wanted, b"").map(|parsed| parsed.at);
     assert_eq!(at(&[1]), Ok(vec![PathBuf::from("lib/sub")]));
     // The mode may have changed (a file replaced by a gitlink): the name is what counts.
     assert_eq!(
@@ -508,5 +508,31 @@ fn a_shared_index_gives_the_names_at_the_replaced_positions() {
     );
     assert_eq!(at(&[3]), Err(IndexError::Split), "past the last entry");
     let bad = index(2, 20, &[e(FILE, "a/../b")], &[]);
-    assert_eq!(parse_at(&bad, &[0]), Err(IndexError::Path(0)));
+    assert_eq!(parse_at(&bad, &[0], b""), Err(IndexError::Path(0)));
+}
+
+#[test]
+fn only_gitlinks_within_the_prefix_are_kept_and_counted() {
+    // More gitlinks than cordon keeps, all outside the prefix (leaked: the builder takes
+    // `&'static str` names, and this is one test).
+    let mut entries: Vec<Entry> = (0..=MAX_GITLINKS)
+        .map(|n| e(LINK, format!("elsewhere/{n:05}").leak()))
+        .collect();
+    for name in ["libs", "libs/sub", "libsx/sub", "lib"] {
+        entries.push(e(LINK, name));
+    }
+    entries.sort_by(|a, b| a.name.cmp(b.name));
+    let bytes = index(2, 20, &entries, &[]);
+    // Each row: the prefix, the gitlinks kept (or the refusal).
+    type Row<'a> = (&'a [u8], Result<Vec<&'a str>, IndexError>);
+    let rows: [Row<'_>; 3] = [
+        (b"libs", Ok(vec!["libs", "libs/sub"])),
+        (b"libs/sub", Ok(vec!["libs/sub"])),
+        (b"", Err(IndexError::TooManyGitlinks)),
+    ];
+    for (within, expected) in rows {
+        let expected = expected.map(|names| names.into_iter().map(PathBuf::from).collect());
+        let actual = parse_at(&bytes, &[], within).map(|parsed| parsed.gitlinks);
+        assert_eq!(actual, expected, "{:?}", String::from_utf8_lossy(within));
+    }
 }

@@ -309,3 +309,123 @@ fn a_split_index_whose_gitlink_was_replaced_still_lists_it() {
     let paths: Vec<PathBuf> = found(&ws).unwrap().into_iter().map(|s| s.path).collect();
     assert_eq!(paths, vec![sub.clone(), sub.join("inner")]);
 }
+
+/// Writes a version-2 index of gitlinks at `names` into `git_dir`, through git itself.
+fn add_gitlinks(ws: &Path, names: &[String]) {
+    let oid = "0123456789abcdef0123456789abcdef01234567";
+    let lines: String = names
+        .iter()
+        .map(|name| format!("160000 {oid}\t{name}\n"))
+        .collect();
+    let mut child = Command::new("git")
+        .args(["update-index", "--index-info"])
+        .current_dir(ws)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), lines.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn gitlink_paths_too_deep_or_below_too_many_directories_refuse_the_session() {
+    let chain = |first: &str, levels: usize| format!("{first}{}", "/d".repeat(levels - 1));
+    // One past the depth limit is refused; the limit itself is accepted.
+    let ws = repo();
+    add_gitlinks(ws.path(), &[chain("a", MAX_COMPONENTS + 1)]);
+    match found(ws.path()) {
+        Err(GitError::PathTooDeep { limit, .. }) => assert_eq!(limit, MAX_COMPONENTS),
+        other => panic!("must refuse, got {other:?}"),
+    }
+    let ws = repo();
+    let at_limit = chain("a", MAX_COMPONENTS);
+    add_gitlinks(ws.path(), std::slice::from_ref(&at_limit));
+    fs::create_dir_all(ws.path().join(&at_limit)).unwrap();
+    assert_eq!(found(ws.path()).unwrap().len(), 1, "at the limit");
+    // Disjoint chains: 65 × 255 directories between the workspace and the gitlinks.
+    let ws = repo();
+    let names: Vec<String> = (0..65)
+        .map(|n| chain(&format!("c{n}"), MAX_COMPONENTS))
+        .collect();
+    add_gitlinks(ws.path(), &names);
+    for name in &names {
+        fs::create_dir_all(ws.path().join(name)).unwrap();
+    }
+    match found(ws.path()) {
+        Err(GitError::TooManyDirectories { limit }) => assert_eq!(limit, MAX_DIRECTORIES),
+        other => panic!("must refuse, got {other:?}"),
+    }
+}
+
+#[test]
+fn indexes_larger_than_cordon_reads_refuse_the_session_naming_the_fix() {
+    let ws = repo();
+    let index = ws.path().join(".git/index");
+    // Sparse: no disk is used, and the size is refused before anything is read.
+    fs::File::options()
+        .write(true)
+        .open(&index)
+        .unwrap()
+        .set_len(MAX_INDEX + 1)
+        .unwrap();
+    match found(ws.path()) {
+        Err(error @ GitError::IndexTooLarge { .. }) => {
+            assert!(error.to_string().contains("git sparse-checkout"), "{error}");
+        }
+        other => panic!("must refuse, got {other:?}"),
+    }
+    // All indexes together: a budget already spent refuses the next one, however small.
+    let ws = repo();
+    let mut budget = IndexBudget {
+        read: MAX_INDEX_BYTES,
+    };
+    match read_index(&ws.path().join(".git/index"), &mut budget) {
+        Err(error @ GitError::IndexesTooLarge { .. }) => {
+            assert!(
+                error.to_string().contains("git submodule deinit"),
+                "{error}"
+            );
+        }
+        other => panic!("must refuse, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_superproject_index_is_read_whatever_the_workspace_root_holds() {
+    // Review 3, finding 1: a `.git` at the root of a workspace inside a superproject (planted
+    // by an earlier session) must not switch off the superproject's gitlinks under it.
+    let (top, _upstream, _inner) = with_submodule();
+    let top = top.path().canonicalize().unwrap();
+    let ws = top.join("lib");
+    for plant in ["dir", "file", "none"] {
+        let _ = fs::remove_dir(ws.join(".git"));
+        let _ = fs::remove_file(ws.join(".git"));
+        match plant {
+            "dir" => fs::create_dir(ws.join(".git")).unwrap(),
+            "file" => fs::write(ws.join(".git"), "junk\n").unwrap(),
+            _ => {}
+        }
+        let paths: Vec<PathBuf> = found(&ws).unwrap().into_iter().map(|s| s.path).collect();
+        assert!(paths.contains(&ws.join("sub")), "{plant}: {paths:?}");
+    }
+}
+
+#[test]
+fn a_superproject_with_more_gitlinks_elsewhere_than_cordon_protects_still_opens_below_it() {
+    // Review 3, finding 5: only the gitlinks inside the workspace count.
+    let top = repo();
+    let mut names: Vec<String> = (0..=MAX_SUBMODULES).map(|n| format!("m/{n}")).collect();
+    names.push("libs/sub".into());
+    add_gitlinks(top.path(), &names);
+    let ws = top.path().canonicalize().unwrap().join("libs");
+    fs::create_dir_all(ws.join("sub")).unwrap();
+    let paths: Vec<PathBuf> = found(&ws).unwrap().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, vec![ws.join("sub")]);
+    // The control: from the superproject's top, they all count and the session is refused.
+    assert!(matches!(
+        found(top.path()),
+        Err(GitError::TooManySubmodules { .. })
+    ));
+}
