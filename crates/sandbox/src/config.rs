@@ -30,6 +30,12 @@ impl Workspace {
             source,
         };
         let canonical = path.canonicalize().map_err(error)?;
+        if let Some(what) = reserved(&canonical) {
+            return Err(SandboxError::WorkspaceReserved {
+                path: canonical,
+                what,
+            });
+        }
         let file = fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -47,6 +53,27 @@ impl Workspace {
 
     pub(crate) fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+}
+
+/// What the sandbox itself puts at `path` (or below it), when a workspace there would be hidden or
+/// would hide it: the root holds everything; `/tmp` is the session's private tmpfs, which would
+/// cover the workspace mounted at the same path; `/proc` and `/dev` are made fresh; the system
+/// directories are mounted read-only from the host.
+fn reserved(path: &Path) -> Option<&'static str> {
+    const SYSTEM: [&str; 10] = [
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/tmp",
+    ];
+    if path == Path::new("/") {
+        Some("root directory")
+    } else if path.starts_with("/proc") || path.starts_with("/dev") {
+        Some("`/proc` and `/dev`")
+    } else if path == Path::new("/tmp") {
+        Some("private `/tmp`")
+    } else if SYSTEM.iter().any(|dir| path == Path::new(dir)) {
+        Some("read-only system directories")
+    } else {
+        None
     }
 }
 
@@ -92,6 +119,12 @@ impl InitProgram {
 
     pub(crate) fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+
+    /// Whether `self` and `other` are the same opened program (clones of one [`InitProgram`]),
+    /// not merely the same path.
+    pub(crate) fn is(&self, other: &InitProgram) -> bool {
+        Arc::ptr_eq(&self.fd, &other.fd)
     }
 }
 
@@ -163,5 +196,38 @@ impl SessionConfig {
             caps: Caps::default(),
             init_start: InitStart::Exec,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspaces_where_the_sandbox_puts_its_own_directories_are_refused() {
+        for (path, refused) in [
+            ("/", true),
+            ("/tmp", true),
+            ("/usr", true),
+            ("/etc", true),
+            ("/proc/self", true),
+            ("/dev/shm", true),
+            ("/tmp/project", false),
+            ("/usr/src/project", false),
+            ("/home/me/project", false),
+            ("/devices", false),
+        ] {
+            assert_eq!(reserved(Path::new(path)).is_some(), refused, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_tmp_workspace_is_refused_naming_the_fix() {
+        let message = Workspace::open(Path::new("/tmp")).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "the workspace `/tmp` is where the sandbox puts its own private `/tmp`; pass a \
+             project directory with -w (a directory below `/tmp` or your home works)"
+        );
     }
 }

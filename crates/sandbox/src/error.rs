@@ -14,6 +14,11 @@ pub enum SandboxError {
         detail: String,
         remedy: String,
     },
+    #[error(
+        "the workspace `{path}` is where the sandbox puts its own {what}; pass a project \
+         directory with -w (a directory below `/tmp` or your home works)"
+    )]
+    WorkspaceReserved { path: PathBuf, what: &'static str },
     #[error("cannot open the workspace `{path}`; pass an existing directory with -w")]
     Workspace {
         path: PathBuf,

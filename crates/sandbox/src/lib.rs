@@ -26,5 +26,5 @@ pub use error::SandboxError;
 pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
 pub use facts::{HOSTNAME, host_user};
 pub use mounts::GitMutations;
-pub use session::{MemoryUsage, Session, Tick, Watch};
+pub use session::{MemoryUsage, Session, Starting, Tick, Watch};
 pub use sys::process::WorkloadStage;

@@ -1,35 +1,37 @@
-//! A session: one sandbox kept alive for a step attempt. [`Session::open`] checks the kernel's
-//! layers (fail closed), gathers the host facts, clones init into fresh namespaces from the
-//! spawner thread, writes the id maps and sends the setup; [`Session::exec`] runs one command in
-//! it; [`Session::close`] (or drop) kills init, and with it — the kernel guarantees this for a
-//! PID namespace's init — every process in the session, daemonised or not.
+//! A session: one sandbox kept alive for a step attempt. [`Session::open`] clones init into fresh
+//! namespaces (from the spawner thread), checks the kernel's layers (fail closed), writes the id
+//! maps, gathers the host facts, sends the setup and waits for init to build the root. A caller
+//! with work of its own to overlap opens in two halves instead, [`Session::start`] and
+//! `Starting::open` (`starting.rs`). [`Session::exec`] runs one command in it; [`Session::close`]
+//! (or drop) kills init, and with it — the kernel guarantees this for a PID namespace's init —
+//! every process in the session, daemonised or not.
 
 mod listen;
 mod spawner;
+mod starting;
 mod watch;
 
+pub use starting::Starting;
 pub use watch::{MemoryUsage, Tick, Watch};
 
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::cgroup::{self, Cgroup};
+use crate::cgroup::Cgroup;
 use crate::config::SessionConfig;
 use crate::environment::{self, EnvInput};
 use crate::error::SandboxError;
 use crate::exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
-use crate::facts;
-use crate::identity::{Identity, Privilege, SetGroups};
-use crate::init;
+use crate::identity::{Identity, Privilege};
 use crate::probe::{Layer, Probe};
 use crate::sys;
 use crate::sys::fd::Poll;
 use crate::sys::process::WorkloadStage;
-use crate::sys::spawn::{Groups, ImageFds, InitImage, Spawned, Stage};
+use crate::sys::spawn::Spawned;
 use crate::wire::{self, ExecSpec, FromInit, ToInit};
 
 /// Every namespace a session gets. The network namespace has only `lo`.
@@ -62,132 +64,38 @@ pub struct Session {
     env: EnvInput,
     /// The session's cgroup, when caps were requested.
     cgroup: Option<Cgroup>,
+    /// Whether init has reported the root built (see `Starting::open_without_waiting`).
+    setup: SetupState,
     closed: bool,
+}
+
+/// Where init is with the setup message.
+enum SetupState {
+    /// Init reported the root built: commands can run.
+    Ready,
+    /// Init has the setup message but has not answered yet; `report` is the report pipe of its
+    /// child, which says why it ended if it died before answering.
+    Pending { report: OwnedFd },
 }
 
 impl Session {
     /// Starts a sandbox as `config` describes. Refuses (nothing runs) when a required layer is
-    /// missing; see [`SandboxError::Refused`].
+    /// missing; see [`SandboxError::Refused`]. The same as [`Session::start`] then
+    /// `Starting::open`, for a caller with nothing to do in between.
     pub fn open(config: SessionConfig) -> Result<Session, SandboxError> {
-        let identity = facts::identity();
-        // As root the workspace is idmapped through a user namespace of its own; its child starts
-        // making it now, in parallel with everything up to `facts::gather` (see
-        // `PendingUserNamespace`). Not worth it when one is cached; if it cannot start, `gather`
-        // makes the namespace itself (and reports the error).
-        let early_idmap = (identity.privilege == Privilege::Root && facts::no_idmap_cached())
-            .then(sys::spawn::start_user_namespace)
-            .and_then(Result::ok);
-        // Caps first: a cap that cannot be enforced refuses before anything is spawned.
-        let group = cgroup::create_for_session(&session_label(), &config.caps)
-            .map_err(SandboxError::Cap)?;
+        Session::start(&config.init, config.init_start).open(config)
+    }
 
-        let (control, init_end) =
-            sys::fd::socket_pair().map_err(SandboxError::start("create the control socket"))?;
-        let (sync_read, sync_write) =
-            sys::fd::pipe().map_err(SandboxError::start("create a pipe"))?;
-        let (report_read, report_write) =
-            sys::fd::pipe().map_err(SandboxError::start("create a pipe"))?;
-        let null = OwnedFd::from(
-            fs::File::open("/dev/null").map_err(SandboxError::start("open /dev/null"))?,
-        );
-        let groups = match identity.privilege {
-            Privilege::Root => Groups::Clear,
-            Privilege::Unprivileged => Groups::Keep,
+    /// Waits until init has built the session's root, as [`Session::open`] does before it
+    /// returns; reports the failure when it could not. Needed only for a session opened by
+    /// `Starting::open_without_waiting` (its first command waits by itself).
+    pub fn wait_ready(&mut self) -> Result<(), SandboxError> {
+        let SetupState::Pending { report } = &self.setup else {
+            return Ok(());
         };
-        let fds = ImageFds {
-            exe: config.init.fd().as_fd(),
-            control: init_end.as_fd(),
-            sync: sync_read.as_fd(),
-            report: report_write.as_fd(),
-            null: null.as_fd(),
-        };
-        let image = InitImage::new(&fds, init::ARGV0, identity.uid, identity.gid, groups);
-        let spawned = match spawner::clone_init(image, NAMESPACES, config.init_start) {
-            Ok(spawned) => spawned,
-            Err(source) => {
-                if let Some(group) = group {
-                    let _ = group.remove();
-                }
-                // A missing layer is the likely cause; name it and its remedy.
-                refuse_missing_layers(identity.privilege)?;
-                return Err(SandboxError::start("create the sandbox namespaces")(source));
-            }
-        };
-        drop((init_end, sync_read, report_write, null));
-        let session = Session {
-            control,
-            init: spawned,
-            workspace: config.workspace.path().to_path_buf(),
-            env: EnvInput {
-                host: std::env::vars_os().collect(),
-                home: identity.home.clone(),
-                user: OsString::from(&identity.name),
-                ..EnvInput::default()
-            },
-            identity,
-            cgroup: group,
-            closed: false,
-        };
-
-        // On any failure below, dropping `session` kills init (and removes the group).
-        //
-        // Fail closed: the probe runs now, while init's child is still making its namespaces (the
-        // slowest step of a start, see `sys::spawn::clone_init`), rather than before the clone.
-        // Nothing has run yet — init has built nothing and waits for its maps — so a refusal
-        // here, which kills init, is still a refusal before anything runs.
-        refuse_missing_layers(session.identity.privilege)?;
-        if let Err(err) = write_maps(session.init.pid, &session.identity) {
-            // A child that could not make its namespaces has exited already and said why; a live
-            // one ends on the closed sync pipe, so reading its report cannot block.
-            drop(sync_write);
-            return Err(reported_or(report_read.as_fd(), err));
-        }
-        // Init waits for the sync byte before it execs, so it is in the group before it (or
-        // anything it starts) runs a single instruction of its own.
-        if let Some(group) = &session.cgroup {
-            let pid = u32::try_from(session.init.pid).unwrap_or_default();
-            group.add_process(pid).map_err(SandboxError::Cap)?;
-        }
-        sys::fd::write_all(sync_write.as_fd(), b"1")
-            .map_err(|e| report_failure(report_read.as_fd(), e))?;
-        drop(sync_write);
-        // Init is now exec'ing (loading the binary takes a while); gather the host facts
-        // meanwhile. Nothing depends on them before the setup message.
-        let facts = facts::gather(&config, &session.identity, early_idmap)?;
-        let borrowed: Vec<BorrowedFd<'_>> = facts.fds.iter().map(AsFd::as_fd).collect();
-        wire::send(
-            session.control.as_fd(),
-            &ToInit::Setup(Box::new(facts.setup)),
-            &borrowed,
-        )
-        .map_err(|e| report_failure(report_read.as_fd(), e))?;
-        drop(facts.fds);
-        let mut ready = [Poll {
-            fd: session.control.as_raw_fd(),
-            readable: false,
-        }];
-        if sys::fd::poll(&mut ready, SETUP_TIMEOUT.as_millis() as i32)
-            .map_err(SandboxError::start("wait for the sandbox"))?
-            == 0
-        {
-            return Err(SandboxError::Setup {
-                message: format!("init did not finish within {} s", SETUP_TIMEOUT.as_secs()),
-            });
-        }
-        match wire::receive::<FromInit>(&session.control) {
-            Ok(Some((FromInit::Ready, _))) => Ok(session),
-            Ok(Some((FromInit::SetupFailed { message }, _))) => {
-                Err(SandboxError::Setup { message })
-            }
-            Ok(Some((other, _))) => Err(SandboxError::Setup {
-                message: format!("unexpected message from init: {other:?}"),
-            }),
-            Ok(None) => Err(report_failure(
-                report_read.as_fd(),
-                io::ErrorKind::UnexpectedEof.into(),
-            )),
-            Err(e) => Err(report_failure(report_read.as_fd(), e)),
-        }
+        starting::await_ready(&self.control, report.as_fd())?;
+        self.setup = SetupState::Ready;
+        Ok(())
     }
 
     /// The workspace path (the same inside and outside).
@@ -293,6 +201,10 @@ impl Session {
         )
         .map_err(|e| SandboxError::Lost { source: Some(e) })?;
         drop((stdin, out_write, err_write));
+        // A session opened without waiting learns here that its root is built: init reads this
+        // command only after that, and never when building failed (it reports the failure and
+        // exits instead).
+        self.wait_ready()?;
         for fd in [&out_read, &err_read] {
             sys::fd::set_nonblocking(fd.as_fd())
                 .map_err(SandboxError::start("configure an output pipe"))?;
@@ -422,6 +334,28 @@ impl Session {
         self.kill();
     }
 
+    /// Ends the session of a process that exits right after (a one-shot `cordon exec`): kills
+    /// init like [`Session::close`], but waits for it to die only while something else is still
+    /// running in the session. Init is the reaper of its PID namespace, so its children are every
+    /// other process the session holds; with none left, nothing in the sandbox can run once this
+    /// returns, and init — which starts processes only when asked — dies without anyone waiting
+    /// for its teardown (namespaces, mounts: ~0.2 ms), as bubblewrap's does. Its zombie is
+    /// reaped when this process exits. A session with a cgroup is always waited for, so the group
+    /// can be removed.
+    pub fn close_for_exit(mut self) {
+        let alone = self.cgroup.is_none() && {
+            let pid = self.init.pid;
+            // Reading fails without CONFIG_PROC_CHILDREN: then wait, as `close` does.
+            fs::read(format!("/proc/{pid}/task/{pid}/children")).is_ok_and(|c| c.is_empty())
+        };
+        if alone {
+            self.closed = true;
+            let _ = sys::process::pidfd_kill(self.init.pidfd.as_fd());
+        } else {
+            self.kill();
+        }
+    }
+
     /// The group's OOM-kill count (0 without a memory cap or when it cannot be read).
     fn oom_kills(&self) -> u64 {
         self.cgroup
@@ -491,54 +425,6 @@ fn drain(
 fn null() -> Result<OwnedFd, SandboxError> {
     let file = fs::File::open("/dev/null").map_err(SandboxError::start("open /dev/null"))?;
     Ok(OwnedFd::from(file))
-}
-
-/// Writes the session's uid and gid maps (from the host side, which has the rights the child
-/// lacks).
-fn write_maps(pid: i32, identity: &Identity) -> Result<(), SandboxError> {
-    let maps = identity.maps();
-    let proc = PathBuf::from(format!("/proc/{pid}"));
-    if maps.setgroups == SetGroups::Deny {
-        fs::write(proc.join("setgroups"), "deny")
-            .map_err(SandboxError::start("deny setgroups in the sandbox"))?;
-    }
-    fs::write(proc.join("uid_map"), &maps.uid_map)
-        .map_err(SandboxError::start("write the sandbox's uid map"))?;
-    fs::write(proc.join("gid_map"), &maps.gid_map)
-        .map_err(SandboxError::start("write the sandbox's gid map"))?;
-    Ok(())
-}
-
-/// The error for an init that died before it could answer: the step it reported on the report
-/// pipe, or `cause`.
-fn report_failure(report: BorrowedFd<'_>, cause: io::Error) -> SandboxError {
-    match sys::spawn::read_report(report) {
-        Ok(Some((stage, errno))) => reported(stage, errno),
-        _ => SandboxError::Start {
-            action: "start init".into(),
-            source: cause,
-        },
-    }
-}
-
-/// The error for what init's child wrote on the report pipe: the step and the errno.
-fn reported(stage: u32, errno: i32) -> SandboxError {
-    let stage =
-        Stage::from_code(stage).map_or_else(|| format!("step {stage}"), |s| format!("{s:?}"));
-    SandboxError::Start {
-        action: format!("prepare init ({stage})"),
-        source: io::Error::from_raw_os_error(errno),
-    }
-}
-
-/// The failure init's child reported before it got to wait for its maps, else `err`.
-fn reported_or(report: BorrowedFd<'_>, err: SandboxError) -> SandboxError {
-    match sys::spawn::read_report(report) {
-        Ok(Some((stage, errno))) if Stage::from_code(stage) != Some(Stage::WaitForMaps) => {
-            reported(stage, errno)
-        }
-        _ => err,
-    }
 }
 
 /// Fails closed: the first missing required layer refuses the session, naming the layer and the

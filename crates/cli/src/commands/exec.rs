@@ -87,6 +87,22 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
             anyhow::bail!("`--net {other}` is not a network mode; use `--net none` or `--net open`")
         }
     };
+    // With egress, the proxy's runtime exists before init is cloned (see `SessionProxy::runtime`).
+    let runtime = match mode {
+        None => None,
+        Some(_) => Some(super::proxy::SessionProxy::runtime()?),
+    };
+    // Clone init now: its child makes the session's namespaces (the costliest step of a start) on
+    // its own CPU while this thread reads the policy, opens the workspace and builds the
+    // configuration. It runs nothing until `Starting::open` has checked every layer, and a usage
+    // error below drops it, which kills it. One session, one command: init may run in the cloned
+    // child without loading this binary again (the largest single start-up cost). This process
+    // holds nothing secret beyond its own environment, and init's memory is out of the sandbox's
+    // reach (see `InitStart`).
+    let starting = Session::start(
+        &InitProgram::current_exe()?,
+        InitStart::InProcessWhenSingleThreaded,
+    );
     // The options and the operator policy are checked even for an offline session, so a typo is
     // an error rather than a silently ignored flag.
     let built = args
@@ -127,7 +143,7 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
 
-    let mut config = SessionConfig::new(Workspace::open(&workspace)?, InitProgram::current_exe()?);
+    let mut config = SessionConfig::new(Workspace::open(&workspace)?, starting.program().clone());
     config.network = network;
     config.read_only = args.read_only;
     config.mask = private_paths();
@@ -147,16 +163,13 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
         config.mask.push(resolved);
     }
     config.caps = caps;
-    // One session, one command: init may run in the cloned child without loading this binary
-    // again (the largest single start-up cost). This process holds nothing secret beyond its own
-    // environment, and init's memory is out of the sandbox's reach (see `InitStart`).
     config.init_start = InitStart::InProcessWhenSingleThreaded;
-    // The proxy's runtime exists before the session does (see `SessionProxy::runtime`).
-    let egress = match egress {
-        None => None,
-        Some((built, audit)) => Some((built, audit, super::proxy::SessionProxy::runtime()?)),
-    };
-    let mut session = Session::open(config)?;
+    let egress = egress
+        .zip(runtime)
+        .map(|((built, audit), runtime)| (built, audit, runtime));
+    // The command is sent right behind the setup message (see `Starting::open_without_waiting`);
+    // a setup failure comes back from `exec` (or `listen_proxy`) instead.
+    let mut session = starting.open_without_waiting(config)?;
     let proxy = match egress {
         None => None,
         Some((built, audit, runtime)) => {
@@ -192,7 +205,9 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
             Stream::Stderr => stderr.lock().write_all(bytes),
         };
     })?;
-    session.close();
+    // This process exits next: end the session without waiting for init's teardown when nothing
+    // else runs in it (see `Session::close_for_exit`).
+    session.close_for_exit();
     if let Some(proxy) = proxy {
         proxy.stop();
     }

@@ -5,7 +5,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 
-use super::Session;
+use super::{Session, SetupState};
 use crate::environment::PROXY_ADDR;
 use crate::error::SandboxError;
 use crate::sys;
@@ -14,6 +14,13 @@ impl Session {
     /// A TCP listener bound to `addr` (an IPv4 address) inside the session's network
     /// namespace, for the host to accept connections from the session on.
     pub fn listen_tcp(&self, addr: SocketAddr) -> Result<TcpListener, SandboxError> {
+        // The namespace is the session's only once init has built it: until then it may still
+        // be the host's (see `sys::spawn`).
+        if !matches!(self.setup, SetupState::Ready) {
+            return Err(SandboxError::InvalidRequest {
+                reason: "the session is not ready yet; call `Session::wait_ready` first",
+            });
+        }
         let SocketAddr::V4(v4) = addr else {
             return Err(SandboxError::InvalidRequest {
                 reason: "a session listener needs an IPv4 address such as 127.0.0.1:3128",
@@ -30,6 +37,7 @@ impl Session {
     /// of the session gets `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` (and lowercase) pointing
     /// at it and `NO_PROXY` for loopback (Appendix A).
     pub fn listen_proxy(&mut self) -> Result<TcpListener, SandboxError> {
+        self.wait_ready()?;
         let listener = self.listen_tcp(PROXY_ADDR)?;
         self.env.proxy = Some(PROXY_ADDR);
         Ok(listener)

@@ -388,7 +388,8 @@ fn fail(report: RawFd, stage: Stage) -> ! {
 /// A child making a throwaway user namespace of its own, for idmapped mounts; [`Self::map`]
 /// writes its maps and returns the namespace. Started early (as root, before init is cloned), so
 /// that creating the namespace — the costliest host-side step of opening a session as root — runs
-/// on the child's CPU while the host clones init and writes its maps.
+/// on the child's CPU while the host clones init and writes its maps. Once mapped, the child is
+/// released but reaped later ([`reap_released`]), off the host's way to the setup message.
 ///
 /// The child shares our memory (`CLONE_VM`, on a small stack of its own) instead of getting a
 /// copy: a fork would copy the page tables of the whole process and leave every page it touches
@@ -444,7 +445,8 @@ pub(crate) fn start_user_namespace() -> io::Result<PendingUserNamespace> {
 
 impl PendingUserNamespace {
     /// Waits for the namespace, writes its maps, and returns it; it lives on as long as the
-    /// returned descriptor.
+    /// returned descriptor. The child is released to exit and reaped later, by
+    /// [`reap_released`] (or the next call of it).
     pub(crate) fn map(mut self, uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
         let mut byte = [0u8; 1];
         match super::fd::read(self.made.as_fd(), &mut byte)? {
@@ -460,32 +462,54 @@ impl PendingUserNamespace {
             let file = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
             Ok(OwnedFd::from(file))
         })();
-        self.finish()?;
+        // The namespace lives on through the descriptor: let the child exit now, but leave
+        // reaping it to `reap_released`, off the path to the session's setup message — waiting
+        // here would cost two wake-ups (the child's, then ours) on a busy machine.
+        self.release();
+        RELEASED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(self);
         result
     }
 
-    /// Lets the child exit and reaps it.
-    fn finish(&mut self) -> io::Result<()> {
-        match self.release.take() {
-            Some(release) => {
-                // Release with a byte, not only by closing: another helper cloned at the same
-                // moment by another thread holds a copy of this write end (a clone copies the
-                // descriptor table, and these helpers never exec), so end of file alone could
-                // come only when that one exits — two sessions opening at once would wait for
-                // each other forever. A child that already died makes this fail; ignore it.
-                let _ = super::fd::write_all(release.as_fd(), &[0]);
-                drop(release);
-                super::process::wait_pid(self.pid).map(drop)
-            }
-            None => Ok(()),
+    /// Lets the child exit (it then needs nothing more from us but its stack).
+    fn release(&mut self) {
+        if let Some(release) = self.release.take() {
+            // Release with a byte, not only by closing: another helper cloned at the same moment
+            // by another thread holds a copy of this write end (a clone copies the descriptor
+            // table, and these helpers never exec), so end of file alone could come only when
+            // that one exits — two sessions opening at once would wait for each other forever.
+            // A child that already died makes this fail; ignore it.
+            let _ = super::fd::write_all(release.as_fd(), &[0]);
         }
     }
 }
 
 impl Drop for PendingUserNamespace {
+    /// Releases the child if that was not done yet, and reaps it: its stack (ours) is freed
+    /// right after, so it must be gone first.
     fn drop(&mut self) {
-        let _ = self.finish();
+        self.release();
+        let _ = super::process::wait_pid(self.pid);
     }
+}
+
+/// Helpers released by [`PendingUserNamespace::map`] and not reaped yet; each keeps its stack
+/// until [`reap_released`] has waited for it.
+static RELEASED: std::sync::Mutex<Vec<PendingUserNamespace>> = std::sync::Mutex::new(Vec::new());
+
+/// Reaps the user-namespace helpers [`PendingUserNamespace::map`] released. A session calls it
+/// once init has its setup message (while init builds the root, the host only waits); each
+/// helper has normally exited by then, so the wait is a formality.
+pub(crate) fn reap_released() {
+    let released = std::mem::take(
+        &mut *RELEASED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    );
+    // Dropping reaps each one (see `Drop for PendingUserNamespace`).
+    drop(released);
 }
 
 /// The child of [`start_user_namespace`]: `ends` are the report pipe's write end, the release
