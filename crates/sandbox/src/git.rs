@@ -434,6 +434,15 @@ fn read_pointer(path: &Path) -> Result<Option<String>, GitError> {
     }))
 }
 
+/// Opens a file the sandbox may have written, for reading: never through a symlink (`ELOOP`),
+/// never blocking on a FIFO, never becoming the controlling terminal.
+pub(crate) fn open_untrusted(path: &Path) -> io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)
+}
+
 /// Reads a pointer file like [`read_pointer`], as bytes, one byte past [`MAX_POINTER`] so that
 /// the caller can tell an over-long file from one of exactly the limit.
 fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, GitError> {
@@ -441,11 +450,7 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, GitError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = match fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path)
-    {
+    let file = match open_untrusted(path) {
         Ok(file) => file,
         // Absent, or a symlink (ELOOP): neither is a pointer git wrote.
         Err(e)

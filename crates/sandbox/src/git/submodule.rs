@@ -39,7 +39,6 @@ use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::index::IndexError;
@@ -387,11 +386,7 @@ fn read_index(path: &Path, budget: &mut IndexBudget) -> Result<Option<Vec<u8>>, 
         path: path.to_path_buf(),
         source,
     };
-    let file = match fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path)
-    {
+    let file = match super::open_untrusted(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(error(e)),
