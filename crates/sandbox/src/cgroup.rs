@@ -150,11 +150,12 @@ pub fn host_driver() -> Box<dyn CgroupDriver> {
     }
 }
 
-/// What a session calls before it starts anything: `None` when no cap is requested (caps apply
-/// only when requested); otherwise the host's driver checks every cap (the error names the cap and
-/// the remedy, and nothing has run yet), removes the leftovers of dead cordon processes, and
-/// creates the session's group named after `label`. The caller moves the session's init into the
-/// group before the init creates its cgroup namespace and starts the workload.
+/// What a session calls before its init runs anything (init waits for the sync byte): `None`
+/// when no cap is requested (caps apply only when requested); otherwise the host's driver checks
+/// every cap (the error names the cap and the remedy, and nothing has run yet), removes the
+/// leftovers of dead cordon processes, and creates the session's group named after `label`. The
+/// caller moves the session's init into the group before the init creates its cgroup namespace
+/// and starts the workload.
 pub fn create_for_session(label: &str, caps: &Caps) -> Result<Option<Cgroup>, CgroupError> {
     if caps.is_empty() {
         return Ok(None);
