@@ -66,12 +66,16 @@ fn reserved(path: &Path) -> Option<&'static str> {
     ];
     if path == Path::new("/") {
         Some("root directory")
+    } else if path.starts_with("/.cordon") {
+        // Where init builds its scratch space (the pivoted old root, generated files); a
+        // workspace there would receive those files on the host.
+        Some("scratch space `/.cordon`")
     } else if path.starts_with("/proc") || path.starts_with("/dev") {
         Some("`/proc` and `/dev`")
     } else if path == Path::new("/tmp") {
         Some("private `/tmp`")
     } else if SYSTEM.iter().any(|dir| path == Path::new(dir)) {
-        Some("read-only system directories")
+        Some("system directories (mounted read-only from the host)")
     } else {
         None
     }
@@ -212,6 +216,9 @@ mod tests {
             ("/etc", true),
             ("/proc/self", true),
             ("/dev/shm", true),
+            ("/.cordon", true),
+            ("/.cordon/ws", true),
+            ("/.cordonx", false),
             ("/tmp/project", false),
             ("/usr/src/project", false),
             ("/home/me/project", false),

@@ -128,7 +128,6 @@ impl Session {
         mut watch: Option<Watch<'_>>,
         on_output: &mut dyn FnMut(Stream, &[u8]),
     ) -> Result<ExecOutcome, SandboxError> {
-        let started = Instant::now();
         let oom_before = self.oom_kills();
         if request.argv.is_empty() {
             return Err(SandboxError::InvalidRequest {
@@ -194,17 +193,23 @@ impl Session {
                 read
             }
         };
-        wire::send(
+        if let Err(e) = wire::send(
             self.control.as_fd(),
             &ToInit::Exec(spec),
             &[stdin.as_fd(), out_write.as_fd(), err_write.as_fd()],
-        )
-        .map_err(|e| SandboxError::Lost { source: Some(e) })?;
+        ) {
+            // A session opened without waiting whose setup failed: init reported why and exited,
+            // so the send met a closed socket. That report, still buffered, is the error to show.
+            self.wait_ready()?;
+            return Err(SandboxError::Lost { source: Some(e) });
+        }
         drop((stdin, out_write, err_write));
         // A session opened without waiting learns here that its root is built: init reads this
         // command only after that, and never when building failed (it reports the failure and
         // exits instead).
         self.wait_ready()?;
+        // The command's time (and its `timeout`) counts from here, not from before the setup.
+        let started = Instant::now();
         for fd in [&out_read, &err_read] {
             sys::fd::set_nonblocking(fd.as_fd())
                 .map_err(SandboxError::start("configure an output pipe"))?;

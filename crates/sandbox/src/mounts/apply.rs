@@ -185,7 +185,16 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
         }
         Step::Generated { target, contents } => {
             let file = Path::new(SCRATCH).join(target.file_name().unwrap_or_default());
-            fs::write(&file, contents).map_err(fail("write", &file))?;
+            // A new file only (`O_CREAT | O_EXCL`, which never follows a symlink): the scratch
+            // tmpfs is fresh, so anything already there is not ours to write through.
+            let mut out = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&file)
+                .map_err(fail("create", &file))?;
+            std::io::Write::write_all(&mut out, contents.as_bytes())
+                .map_err(fail("write", &file))?;
+            drop(out);
             fs::set_permissions(&file, fs::Permissions::from_mode(0o644))
                 .map_err(fail("set the mode of", &file))?;
             bind_path(&file, target, Kind::File, Access::ReadOnly)

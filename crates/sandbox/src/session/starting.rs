@@ -137,14 +137,21 @@ impl Starting {
         drop(sync);
         // Init is now taking its identity (and, exec'd, loading the binary); gather the host facts
         // meanwhile. Nothing depends on them before the setup message.
-        let facts = facts::gather(&config, &session.identity, early_idmap)?;
+        let facts = facts::gather(&config, &session.identity, early_idmap).inspect_err(|_| {
+            // The idmapping helper has done its work whatever failed here; do not leave it a
+            // zombie until the next session.
+            sys::spawn::reap_released();
+        })?;
         let borrowed: Vec<BorrowedFd<'_>> = facts.fds.iter().map(AsFd::as_fd).collect();
         wire::send(
             session.control.as_fd(),
             &ToInit::Setup(Box::new(facts.setup)),
             &borrowed,
         )
-        .map_err(|e| report_failure(report.as_fd(), e))?;
+        .map_err(|e| {
+            sys::spawn::reap_released();
+            report_failure(report.as_fd(), e)
+        })?;
         drop(facts.fds);
         // Init builds the root now and the host only waits: the moment to reap the idmapping
         // helper, which has exited by now.
