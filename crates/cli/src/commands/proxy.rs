@@ -277,7 +277,9 @@ mod tests {
     /// A session hands over a listener; here a loopback one stands in for it.
     #[test]
     fn a_session_proxy_serves_the_handed_over_listener_until_stopped() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        // An address of loopback's /8 that no other test binds: once the listener is gone, no
+        // other test's ephemeral port can answer on it and make "stopped" look like "serving".
+        let listener = TcpListener::bind("127.3.2.1:0").expect("bind");
         let address = listener.local_addr().expect("address");
         let args = PolicyArgs {
             allow: vec!["allowed.test".to_owned()],
