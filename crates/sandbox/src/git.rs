@@ -297,21 +297,27 @@ enum Top {
     },
 }
 
+/// What a `.git` entry is, without following it: `None` when absent; a symlink is refused, since the
+/// sandbox could repoint it between sessions.
+pub(crate) fn dot_git_metadata(dot_git: &Path) -> Result<Option<fs::Metadata>, GitError> {
+    match fs::symlink_metadata(dot_git) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(GitError::Read {
+            path: dot_git.to_path_buf(),
+            source,
+        }),
+        Ok(meta) if meta.is_symlink() => Err(GitError::SymlinkedDotGit {
+            path: dot_git.to_path_buf(),
+        }),
+        Ok(meta) => Ok(Some(meta)),
+    }
+}
+
 fn find(workspace: &Path) -> Result<Top, GitError> {
     let dot_git = workspace.join(".git");
-    let meta = match fs::symlink_metadata(&dot_git) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Top::Absent),
-        Err(source) => {
-            return Err(GitError::Read {
-                path: dot_git,
-                source,
-            });
-        }
-        Ok(meta) => meta,
+    let Some(meta) = dot_git_metadata(&dot_git)? else {
+        return Ok(Top::Absent);
     };
-    if meta.is_symlink() {
-        return Err(GitError::SymlinkedDotGit { path: dot_git });
-    }
     let (dot_git_file, git_dir) = if meta.is_dir() {
         (None, dot_git.clone())
     } else {

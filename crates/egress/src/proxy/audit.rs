@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use cordon_protocol::event::Timestamp;
 use serde::Serialize;
 
 use super::Identity;
@@ -139,6 +140,12 @@ pub(super) struct Draft<'a> {
 }
 
 impl Draft<'_> {
+    /// Records the refusal of this request with `reason` (a decision; no bytes moved). A record
+    /// that cannot be written does not change the refusal, which is answered either way.
+    pub(super) fn refused(&self, audit: &dyn AuditSink, reason: Reason) {
+        let _ = audit.record(AuditKind::Decision, &self.record(Some(reason), 0, 0));
+    }
+
     pub(super) fn record(&self, reason: Option<Reason>, up: u64, down: u64) -> AuditRecord {
         let raw: String = self
             .raw_target
@@ -173,33 +180,10 @@ impl Draft<'_> {
     }
 }
 
-/// `2026-01-31T12:00:00.123Z`.
+/// `2026-01-31T12:00:00.123Z`: the events' own timestamp form.
 pub(super) fn timestamp(at: SystemTime) -> String {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    let secs = since.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        since.subsec_millis()
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+    Timestamp(u64::try_from(since.as_millis()).unwrap_or(u64::MAX)).to_string()
 }
 
 #[cfg(test)]

@@ -41,10 +41,7 @@ pub(super) async fn handle(
     let target = match Target::parse(&head.target) {
         Ok(target) => target,
         Err(error) => {
-            let _ = config.audit.record(
-                AuditKind::Decision,
-                &draft.record(Some(Reason::BadTarget), 0, 0),
-            );
+            draft.refused(config.audit.as_ref(), Reason::BadTarget);
             let detail = format!("CONNECT target refused (bad_target): {error}");
             let _ = write
                 .write_all(&reply::refusal(Reason::BadTarget, &detail, After::Close))
@@ -58,10 +55,7 @@ pub(super) async fn handle(
     let (upstream, address) = match dialled.result {
         Ok(pair) => pair,
         Err(refused) => {
-            let _ = config.audit.record(
-                AuditKind::Decision,
-                &draft.record(Some(refused.reason), 0, 0),
-            );
+            draft.refused(config.audit.as_ref(), refused.reason);
             let _ = write
                 .write_all(&reply::refusal(
                     refused.reason,

@@ -74,10 +74,7 @@ pub(super) async fn handle(
     let form = match form {
         Ok(form) => form,
         Err(detail) => {
-            let _ = config.audit.record(
-                AuditKind::Decision,
-                &draft.record(Some(Reason::BadTarget), 0, 0),
-            );
+            draft.refused(config.audit.as_ref(), Reason::BadTarget);
             let detail = format!("request target refused (bad_target): {detail}");
             return refuse(write, Reason::BadTarget, &detail, after).await;
         }
@@ -86,10 +83,7 @@ pub(super) async fn handle(
     let framing = match framing {
         Ok(framing) => framing,
         Err(error) => {
-            let _ = config.audit.record(
-                AuditKind::Decision,
-                &draft.record(Some(Reason::BadTarget), 0, 0),
-            );
+            draft.refused(config.audit.as_ref(), Reason::BadTarget);
             return refuse(write, Reason::BadTarget, &error.to_string(), After::Close).await;
         }
     };
@@ -104,10 +98,7 @@ pub(super) async fn handle(
     let (upstream, address) = match dialled.result {
         Ok(pair) => pair,
         Err(refused) => {
-            let _ = config.audit.record(
-                AuditKind::Decision,
-                &draft.record(Some(refused.reason), 0, 0),
-            );
+            draft.refused(config.audit.as_ref(), refused.reason);
             return refuse(write, refused.reason, &refused.detail, after).await;
         }
     };

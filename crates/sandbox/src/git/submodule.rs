@@ -457,21 +457,9 @@ fn classify(
         return Ok((SubmoduleGit::Missing { is_dir: false }, None));
     }
     let dot_git = path.join(".git");
-    let meta = match fs::symlink_metadata(&dot_git) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok((SubmoduleGit::Missing { is_dir: true }, None));
-        }
-        Err(source) => {
-            return Err(GitError::Read {
-                path: dot_git,
-                source,
-            });
-        }
-        Ok(meta) => meta,
+    let Some(meta) = super::dot_git_metadata(&dot_git)? else {
+        return Ok((SubmoduleGit::Missing { is_dir: true }, None));
     };
-    if meta.is_symlink() {
-        return Err(GitError::SymlinkedDotGit { path: dot_git });
-    }
     if meta.is_dir() {
         return Ok((SubmoduleGit::Dir(dot_git.clone()), Some(dot_git)));
     }
