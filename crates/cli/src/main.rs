@@ -1,6 +1,7 @@
 //! The `cordon` binary: parses the command line and hands each command to its module in `commands/`.
 #![forbid(unsafe_code)]
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -79,10 +80,12 @@ fn main() -> ExitCode {
         cordon_sandbox::init::main()
     }
     if std::env::args_os().nth(1).is_some_and(|arg| arg == "exec") {
+        let argv: Vec<OsString> = std::env::args_os().skip(2).collect();
+        let early = commands::exec::start_early(&argv);
         return match ExecOnly::try_parse() {
             Ok(ExecOnly {
                 command: ExecCommand::Exec(args),
-            }) => finish(commands::exec::run(args)),
+            }) => finish(commands::exec::run(args, early)),
             Err(err) => usage_error(&err),
         };
     }
@@ -95,7 +98,7 @@ fn main() -> ExitCode {
         Command::Logs(args) => commands::logs::run(args),
         Command::Runs(args) => commands::runs::run(args),
         Command::Validate(args) => commands::validate::run(args),
-        Command::Exec(args) => commands::exec::run(args),
+        Command::Exec(args) => commands::exec::run(args, None),
         Command::Init(args) => commands::init::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Proxy(args) => commands::proxy::run(args),

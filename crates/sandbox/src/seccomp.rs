@@ -1,8 +1,10 @@
 //! The seccomp filter, built as data: a BPF program compiled once from [`policy`], testable through
-//! a small interpreter, and installed right before `execve` in the sandboxed child.
+//! a small interpreter, and loaded by init into itself once the root is built, so that every
+//! workload inherits it through its clone and keeps it across `execve`.
 //!
-//! The filter is applied last, after Landlock, because it refuses calls (`mount`, `unshare`, ...)
-//! that setting up the sandbox needs. What it refuses, and why, is listed in [`policy`].
+//! The filter is applied last, after the mounts and Landlock, because it refuses calls (`mount`,
+//! `unshare`, ...) that setting up the sandbox needs. What it refuses, and why, is listed in
+//! [`policy`].
 
 mod bpf;
 pub mod policy;
@@ -34,8 +36,8 @@ pub enum SeccompError {
     Load(#[source] io::Error),
 }
 
-/// The sandbox's filter, compiled on first use and shared afterwards. Call this before forking so
-/// the child's [`Program::install`] does not allocate.
+/// The sandbox's filter, compiled on first use and shared afterwards ([`Program::install`] itself
+/// does not allocate).
 pub fn program() -> &'static Program {
     static PROGRAM: OnceLock<Program> = OnceLock::new();
     PROGRAM.get_or_init(|| Program {

@@ -6,7 +6,9 @@
 //! 125 cordon failed or refused (nothing ran, e.g. a requested cap cannot be enforced); 126 not
 //! executable; 127 not found; 128+N signal N (137 also for an OOM kill, with a message).
 
+use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,8 +17,8 @@ use cordon_egress::Mode;
 use cordon_egress::proxy::Identity;
 use cordon_sandbox::cgroup::{self, Caps};
 use cordon_sandbox::{
-    ExecRequest, ExitStatus, InitProgram, InitStart, Network, Session, SessionConfig, Stdin,
-    Stream, Workspace,
+    ExecRequest, ExitStatus, InitProgram, InitStart, Network, Session, SessionConfig, Starting,
+    Stdin, Stream, Workspace,
 };
 
 /// Exit status for usage errors and refusals: nothing ran.
@@ -63,8 +65,38 @@ pub struct Args {
     command: Vec<String>,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match execute(args) {
+/// Clones the session's init before `cordon exec`'s arguments are parsed (`argv` without the
+/// program name), when they cannot ask for egress: the child makes its namespaces (the costliest
+/// step of a start) while the host parses, instead of after. `None` when an argument before `--` starts with `--net` or `--allow`: an egress
+/// session needs its proxy's runtime, and with it an exec'd init (see
+/// `SessionProxy::runtime`), before init is cloned. Only a guess at what the parser will find;
+/// [`run`] drops a clone the parsed arguments cannot use and starts another. Nothing runs in
+/// the clone before [`Starting::open`] (see `Session::start`).
+pub fn start_early(argv: &[OsString]) -> Option<Starting> {
+    if may_ask_for_egress(argv) {
+        return None;
+    }
+    let program = InitProgram::current_exe().ok()?;
+    Some(Session::start(
+        &program,
+        InitStart::InProcessWhenSingleThreaded,
+    ))
+}
+
+/// Whether an option before `--` could turn egress on (`--net …`, `--allow…`). Errs towards yes:
+/// a wrong yes only costs the early start, a wrong no a dropped clone.
+fn may_ask_for_egress(argv: &[OsString]) -> bool {
+    argv.iter()
+        .take_while(|arg| arg.as_os_str() != "--")
+        .any(|arg| {
+            let bytes = arg.as_bytes();
+            bytes.starts_with(b"--net") || bytes.starts_with(b"--allow")
+        })
+}
+
+/// Runs `cordon exec`; `early` is what [`start_early`] cloned, if anything.
+pub fn run(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
+    match execute(args, early) {
         Ok(code) => Ok(code),
         Err(err) => {
             eprintln!("cordon: {err:#}");
@@ -73,7 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn execute(args: Args) -> anyhow::Result<ExitCode> {
+fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     // The session always has its own network namespace; the proxy inside it is the only way out.
     let mode = match (args.net.as_str(), args.egress.allow.is_empty()) {
         ("none", true) => None,
@@ -87,10 +119,14 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
             anyhow::bail!("`--net {other}` is not a network mode; use `--net none` or `--net open`")
         }
     };
-    // With egress, the proxy's runtime exists before init is cloned (see `SessionProxy::runtime`).
-    let runtime = match mode {
-        None => None,
-        Some(_) => Some(super::proxy::SessionProxy::runtime()?),
+    // With egress, the proxy's runtime exists before init is cloned (see `SessionProxy::runtime`):
+    // an early clone made for a single-threaded host is dropped (which kills it) first.
+    let (runtime, early) = match mode {
+        None => (None, early),
+        Some(_) => {
+            drop(early);
+            (Some(super::proxy::SessionProxy::runtime()?), None)
+        }
     };
     // Clone init now: its child makes the session's namespaces (the costliest step of a start) on
     // its own CPU while this thread reads the policy, opens the workspace and builds the
@@ -99,10 +135,13 @@ fn execute(args: Args) -> anyhow::Result<ExitCode> {
     // child without loading this binary again (the largest single start-up cost). This process
     // holds nothing secret beyond its own environment, and init's memory is out of the sandbox's
     // reach (see `InitStart`).
-    let starting = Session::start(
-        &InitProgram::current_exe()?,
-        InitStart::InProcessWhenSingleThreaded,
-    );
+    let starting = match early {
+        Some(starting) => starting,
+        None => Session::start(
+            &InitProgram::current_exe()?,
+            InitStart::InProcessWhenSingleThreaded,
+        ),
+    };
     // The options and the operator policy are checked even for an offline session, so a typo is
     // an error rather than a silently ignored flag.
     let built = args
@@ -270,6 +309,26 @@ fn private_paths() -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_options_before_the_command_can_ask_for_egress() {
+        let rows: [(&[&str], bool); 9] = [
+            (&["--", "true"], false),
+            (&["-w", "/tmp/ws", "--", "true"], false),
+            (&["--allow", "example.com", "--", "true"], true),
+            (&["--allow=example.com", "--", "true"], true),
+            (&["--allow-private", "10.0.0.0/8", "--", "true"], true),
+            (&["--net", "open", "--", "true"], true),
+            (&["--net=none", "--", "true"], true),
+            // The command's own arguments are not cordon's.
+            (&["--", "curl", "--allow", "--net"], false),
+            (&["-e", "A=1", "--timeout", "5", "--", "env"], false),
+        ];
+        for (argv, expected) in rows {
+            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+            assert_eq!(may_ask_for_egress(&argv), expected, "{argv:?}");
+        }
+    }
 
     #[test]
     fn variables_must_be_key_equals_value() {

@@ -4,7 +4,7 @@
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{Access, Check, Kind, MountPlan, Source, Step};
@@ -111,8 +111,8 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
             access,
         } => bind(source, target, *kind, *access, fds),
         Step::Symlink { path, points_to } => {
-            parents(path)?;
-            std::os::unix::fs::symlink(points_to, path).map_err(fail("create the symlink", path))
+            let link = || std::os::unix::fs::symlink(points_to, path);
+            with_parents(path, link).map_err(fail("create the symlink", path))
         }
         Step::Tmpfs { target, mode, size } => {
             mount_point(target, Kind::Dir)?;
@@ -209,8 +209,7 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
                 Kind::Dir => Path::new(EMPTY_DIR),
                 Kind::File | Kind::Device => Path::new("/dev/null"),
             };
-            let opened = open_path(source)?;
-            let tree = sys::clone_tree(opened.as_fd(), Depth::Top)
+            let tree = sys::clone_tree_at_path(source, Depth::Top)
                 .map_err(fail("clone the mount of", source))?;
             sys::attach_at(tree.as_fd(), at.as_fd()).map_err(fail("mask", target))?;
             set_flags(&tree, target, Kind::File, Access::ReadOnly)
@@ -252,15 +251,9 @@ fn bind(
                 Check::SameObjectAs(path) => {
                     let host = Path::new(OLD_ROOT).join(path.strip_prefix("/").unwrap_or(path));
                     let opened = open_path(&host)?;
-                    let (want, got) = (
-                        fs::File::from(fd.try_clone().map_err(fail("use", target))?),
-                        fs::File::from(opened.try_clone().map_err(fail("use", target))?),
-                    );
-                    let (want, got) = (
-                        want.metadata().map_err(fail("inspect", path))?,
-                        got.metadata().map_err(fail("inspect", path))?,
-                    );
-                    if (want.dev(), want.ino()) != (got.dev(), got.ino()) {
+                    let want = sys::identity(fd.as_fd()).map_err(fail("inspect", path))?;
+                    let got = sys::identity(opened.as_fd()).map_err(fail("inspect", path))?;
+                    if want != got {
                         // The path now names something else than when the session was
                         // configured (a symlink or rename swap): refuse rather than guess.
                         return Err(MountError {
@@ -280,8 +273,7 @@ fn bind(
 }
 
 fn bind_path(source: &Path, target: &Path, kind: Kind, access: Access) -> Result<(), MountError> {
-    let opened = open_path(source)?;
-    let tree = sys::clone_tree(opened.as_fd(), Depth::Recursive)
+    let tree = sys::clone_tree_at_path(source, Depth::Recursive)
         .map_err(fail("clone the mount of", source))?;
     attach(tree, target, kind, access)
 }
@@ -324,32 +316,34 @@ fn open_path(path: &Path) -> Result<OwnedFd, MountError> {
 }
 
 /// Makes sure `path` exists as something a `kind` can be mounted on, creating it (and its
-/// parents) in the root tmpfs when missing.
+/// parents) in the root tmpfs when missing. Anything already there (a symlink included, which is
+/// not followed) is left as it is. Created first and looked at only when that fails: most mount
+/// points are new, and every system call saved here is saved for every mount of every start.
 fn mount_point(path: &Path, kind: Kind) -> Result<(), MountError> {
-    if fs::symlink_metadata(path).is_ok() {
-        return Ok(());
-    }
-    parents(path)?;
-    match kind {
-        Kind::Dir => mkdir(path, 0o755),
-        Kind::File | Kind::Device => fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(path)
-            .map(drop)
-            .map_err(fail("create the mount point", path)),
+    let create = || match kind {
+        Kind::Dir => fs::DirBuilder::new().mode(0o755).create(path),
+        Kind::File | Kind::Device => sys::create_file(path, 0o644),
+    };
+    match with_parents(path, create) {
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other.map_err(fail("create the mount point", path)),
     }
 }
 
-fn parents(path: &Path) -> Result<(), MountError> {
-    match path.parent() {
-        Some(parent) if fs::symlink_metadata(parent).is_err() => fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(parent)
-            .map_err(fail("create", parent)),
-        _ => Ok(()),
+/// Runs `create` for `path`, and once more after creating the missing parent directories when it
+/// failed for want of them.
+fn with_parents(path: &Path, create: impl Fn() -> io::Result<()>) -> io::Result<()> {
+    match create() {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent() {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(parent)?;
+            }
+            create()
+        }
+        other => other,
     }
 }
 

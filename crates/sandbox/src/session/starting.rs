@@ -190,13 +190,24 @@ pub(super) fn await_ready(control: &OwnedFd, report: BorrowedFd<'_>) -> Result<(
 
 /// Clones init into fresh namespaces, waiting for its maps.
 fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, SandboxError> {
-    let identity = facts::identity();
+    // The clone needs only the sandbox's ids. As root they come from `/etc/subuid` and
+    // `/etc/subgid`, read now; unprivileged they are the caller's own, and the names and home
+    // (`/etc/passwd`, `/etc/group`) are read after the clone, while the child makes its
+    // namespaces — every file read before the clone delays the child's start.
+    let early_identity = (sys::process::ids().0 == 0).then(facts::identity);
+    let (privilege, uid, gid) = match &early_identity {
+        Some(identity) => (identity.privilege, identity.uid, identity.gid),
+        None => {
+            let (uid, gid) = sys::process::ids();
+            (Privilege::Unprivileged, uid, gid)
+        }
+    };
     // As root the workspace is idmapped through a user namespace of its own; its child makes it
     // now, in parallel with everything up to `facts::gather` (see `PendingUserNamespace`). Not
     // worth it when one is cached; if it cannot start, `gather` makes the namespace itself (and
     // reports the error). Started before init's clone: started after it, a one-shot exec measured
     // ~0.25 ms slower as root (likely the copy-on-write faults the helper's start then takes).
-    let early_idmap = (identity.privilege == Privilege::Root && facts::no_idmap_cached())
+    let early_idmap = (privilege == Privilege::Root && facts::no_idmap_cached())
         .then(sys::spawn::start_user_namespace)
         .and_then(Result::ok);
     let (control, init_end) =
@@ -206,7 +217,7 @@ fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, Sandbox
         sys::fd::pipe().map_err(SandboxError::start("create a pipe"))?;
     let null =
         OwnedFd::from(fs::File::open("/dev/null").map_err(SandboxError::start("open /dev/null"))?);
-    let groups = match identity.privilege {
+    let groups = match privilege {
         Privilege::Root => Groups::Clear,
         Privilege::Unprivileged => Groups::Keep,
     };
@@ -217,16 +228,17 @@ fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, Sandbox
         report: report_write.as_fd(),
         null: null.as_fd(),
     };
-    let image = InitImage::new(&fds, init::ARGV0, identity.uid, identity.gid, groups);
+    let image = InitImage::new(&fds, init::ARGV0, uid, gid, groups);
     let spawned = match spawner::clone_init(image, NAMESPACES, init_start) {
         Ok(spawned) => spawned,
         Err(source) => {
             // A missing layer is the likely cause; name it and its remedy.
-            refuse_missing_layers(identity.privilege)?;
+            refuse_missing_layers(privilege)?;
             return Err(SandboxError::start("create the sandbox namespaces")(source));
         }
     };
     drop((init_end, sync_read, report_write, null));
+    let identity = early_identity.unwrap_or_else(facts::identity);
     let session = Session {
         control,
         init: spawned,

@@ -79,6 +79,44 @@ pub(crate) fn clone_tree(fd: BorrowedFd<'_>, depth: Depth) -> io::Result<OwnedFd
     Ok(unsafe { OwnedFd::from_raw_fd(rc as libc::c_int) })
 }
 
+/// [`clone_tree`] of the mount at `path`, looked up by the call itself: one system call instead of
+/// opening an `O_PATH` descriptor first (and closing it after). The lookup follows symlinks like
+/// that `open` did; callers use it for paths of the host tree under the old root and of the root
+/// being built, never for paths the sandbox could have written.
+pub(crate) fn clone_tree_at_path(path: &Path, depth: Depth) -> io::Result<OwnedFd> {
+    let path = cstring(path)?;
+    let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
+    if matches!(depth, Depth::Recursive) {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: `path` is a NUL-terminated string alive for the call.
+    let rc = check_long(unsafe {
+        libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags)
+    })?;
+    // SAFETY: on success the result is a fresh descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as libc::c_int) })
+}
+
+/// Creates an empty regular file at `path` with `mode` (less the umask) to mount a file on:
+/// `mknod(S_IFREG)`, one call where `open(O_CREAT | O_EXCL)` needs a `close` after it. Like
+/// `O_EXCL`, fails with `EEXIST` on anything already there, a symlink included (never followed).
+pub(crate) fn create_file(path: &Path, mode: u32) -> io::Result<()> {
+    let path = cstring(path)?;
+    // SAFETY: `path` is a NUL-terminated string alive for the call; S_IFREG needs no device.
+    check(unsafe { libc::mknod(path.as_ptr(), libc::S_IFREG | mode, 0) })?;
+    Ok(())
+}
+
+/// The device and inode numbers of the object `fd` refers to (`fstat`, which also works on
+/// `O_PATH` descriptors), without duplicating the descriptor into a `File`.
+pub(crate) fn identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    // SAFETY: `stat` is plain integers, for which all-zero is a valid value.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is a valid descriptor and `stat` is writable for the call.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) })?;
+    Ok((stat.st_dev, stat.st_ino))
+}
+
 /// Attaches the detached mount `fd` at `target`: `move_mount(MOVE_MOUNT_F_EMPTY_PATH)`.
 pub(crate) fn attach(fd: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
     let target = cstring(target)?;

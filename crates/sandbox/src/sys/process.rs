@@ -1,4 +1,4 @@
-//! Processes: starting a workload inside init (fork, drop every capability, seal, execve), reaping,
+//! Processes: starting a workload inside init (fork, drop every capability, execve), reaping,
 //! signalling, pidfds, and the prctl flags init sets on itself.
 
 use std::ffi::{CString, c_char};
@@ -179,7 +179,6 @@ pub enum WorkloadStage {
     Session,
     Directory,
     Capabilities,
-    Seal,
     Exec,
 }
 
@@ -193,7 +192,6 @@ const CHILD_STACK: usize = 256 << 10;
 struct Launch<'a> {
     work: &'a Workload,
     stdio: [RawFd; 3],
-    seal: &'a dyn Fn() -> io::Result<()>,
     failure: Option<(WorkloadStage, i32)>,
 }
 
@@ -203,12 +201,12 @@ struct Launch<'a> {
 /// controlling terminal), death with init, child-subreaper (so daemonised descendants stay below
 /// the workload while it runs and a timeout can find them), default signal mask, the working
 /// directory, every capability set emptied (bounding and ambient included) with the securebits
-/// locked, then `seal` (seccomp, last), then `execve`. `Ok(Err(..))`: the child failed at that
-/// stage with that errno and has been reaped.
+/// locked, then `execve`. The seccomp filter and `no_new_privs` are init's own (loaded once when
+/// the root was built), inherited by the clone. `Ok(Err(..))`: the child failed at that stage
+/// with that errno and has been reaped.
 pub(crate) fn spawn_workload(
     work: &Workload,
     stdio: &Stdio<'_>,
-    seal: &dyn Fn() -> io::Result<()>,
 ) -> io::Result<Result<i32, (WorkloadStage, i32)>> {
     let mut launch = Launch {
         work,
@@ -217,7 +215,6 @@ pub(crate) fn spawn_workload(
             stdio.stdout.as_raw_fd(),
             stdio.stderr.as_raw_fd(),
         ],
-        seal,
         failure: None,
     };
     // One stack for every workload's child, kept for the life of init: allocating and freeing
@@ -337,9 +334,6 @@ fn prepare_and_exec(launch: &Launch<'_>) -> WorkloadStage {
         let data = [0u32; 6];
         if libc::syscall(libc::SYS_capset, header.as_ptr(), data.as_ptr()) != 0 {
             return WorkloadStage::Capabilities;
-        }
-        if (launch.seal)().is_err() {
-            return WorkloadStage::Seal;
         }
         // Try each candidate; remember EACCES (found but not executable) over ENOENT.
         let mut errno = libc::ENOENT;
