@@ -407,3 +407,100 @@ fn an_invalid_cap_exits_125_and_names_the_accepted_forms() {
         text(&out.stderr)
     );
 }
+
+/// Runs `argv` under a seccomp filter that refuses only `sched_setaffinity` (EPERM), as a systemd
+/// `SystemCallFilter=~@resources` unit or an SELinux domain without `setsched` would. Python's
+/// ctypes loads the filter: no compiler and no `unsafe` in the tests.
+fn without_sched_setaffinity(argv: &[&str]) -> Output {
+    const WRAPPER: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+NR_SCHED_SETAFFINITY = 203  # x86_64
+insns = [
+    (0x20, 0, 0, 0),                     # load the call number
+    (0x15, 0, 1, NR_SCHED_SETAFFINITY),  # sched_setaffinity?
+    (0x06, 0, 0, 0x00050000 | 1),        # -> EPERM
+    (0x06, 0, 0, 0x7fff0000),            # everything else allowed
+]
+code = b"".join(struct.pack("HBBI", *i) for i in insns)
+buf = ctypes.create_string_buffer(code)
+prog = struct.pack("HxxxxxxQ", len(insns), ctypes.addressof(buf))
+prog_buf = ctypes.create_string_buffer(prog)
+if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.addressof(prog_buf), 0, 0) != 0:
+    sys.exit("cannot load the filter: errno %d" % ctypes.get_errno())
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+    Command::new("python3")
+        .args(["-c", WRAPPER])
+        .args(argv)
+        .env_remove("CORDON_PROBE_REMOVE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3")
+}
+
+/// This process's `Cpus_allowed_list` line of `/proc/self/status`, with its newline.
+fn host_cpus() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read our own status");
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("Cpus_allowed_list"))
+        .expect("a Cpus_allowed_list line");
+    format!("{line}\n")
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn exec_works_on_a_host_that_refuses_to_move_processes_between_cpus() {
+    // The control: under the wrapper, moving a process between CPUs is refused.
+    let refused = without_sched_setaffinity(&[
+        "/usr/bin/python3",
+        "-c",
+        "import os\ntry:\n os.sched_setaffinity(0, os.sched_getaffinity(0))\nexcept PermissionError:\n print('refused')",
+    ]);
+    assert_eq!(
+        text(&refused.stdout),
+        "refused\n",
+        "{}",
+        text(&refused.stderr)
+    );
+    // cordon moves a freshly cloned init off its CPU only as a hint: refused, it still starts,
+    // and the command sees every CPU the host has.
+    let ws = workspace();
+    let cordon = cordon_bin();
+    let out = without_sched_setaffinity(&[
+        cordon.to_str().expect("a UTF-8 path"),
+        "exec",
+        "-w",
+        ws.path().to_str().expect("a UTF-8 path"),
+        "--",
+        "/bin/sh",
+        "-c",
+        "grep Cpus_allowed_list /proc/self/status",
+    ]);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), host_cpus()),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_command_sees_every_cpu_the_host_may_use() {
+    // The cloned init is moved off the host's CPU while it starts and must take every CPU back
+    // before anything runs in the sandbox.
+    let ws = workspace();
+    let out = exec(
+        ws.path(),
+        &[],
+        &["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"],
+    );
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), host_cpus()),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -112,7 +112,7 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
         } => bind(source, target, *kind, *access, fds),
         Step::Symlink { path, points_to } => {
             let link = || std::os::unix::fs::symlink(points_to, path);
-            with_parents(path, link).map_err(fail("create the symlink", path))
+            with_parents(path, link)?.map_err(fail("create the symlink", path))
         }
         Step::Tmpfs { target, mode, size } => {
             mount_point(target, Kind::Dir)?;
@@ -324,26 +324,35 @@ fn mount_point(path: &Path, kind: Kind) -> Result<(), MountError> {
         Kind::Dir => fs::DirBuilder::new().mode(0o755).create(path),
         Kind::File | Kind::Device => sys::create_file(path, 0o644),
     };
-    match with_parents(path, create) {
+    match with_parents(path, create)? {
+        Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        other => other.map_err(fail("create the mount point", path)),
+        // Another error does not prove the path absent (a filesystem may report read-only or
+        // permission before existence): look, as before creating first.
+        Err(_) if fs::symlink_metadata(path).is_ok() => Ok(()),
+        Err(err) => Err(fail("create the mount point", path)(err)),
     }
 }
 
 /// Runs `create` for `path`, and once more after creating the missing parent directories when it
-/// failed for want of them.
-fn with_parents(path: &Path, create: impl Fn() -> io::Result<()>) -> io::Result<()> {
+/// failed for want of them. A parent that cannot be created is the error (its own, whatever
+/// `create` would have said); otherwise `create`'s result.
+fn with_parents(
+    path: &Path,
+    create: impl Fn() -> io::Result<()>,
+) -> Result<io::Result<()>, MountError> {
     match create() {
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             if let Some(parent) = path.parent() {
                 fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o755)
-                    .create(parent)?;
+                    .create(parent)
+                    .map_err(fail("create", parent))?;
             }
-            create()
+            Ok(create())
         }
-        other => other,
+        other => Ok(other),
     }
 }
 
@@ -353,3 +362,6 @@ fn mkdir(path: &Path, mode: u32) -> Result<(), MountError> {
         .create(path)
         .map_err(fail("create", path))
 }
+
+#[cfg(test)]
+mod tests;

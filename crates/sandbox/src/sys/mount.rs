@@ -80,12 +80,14 @@ pub(crate) fn clone_tree(fd: BorrowedFd<'_>, depth: Depth) -> io::Result<OwnedFd
 }
 
 /// [`clone_tree`] of the mount at `path`, looked up by the call itself: one system call instead of
-/// opening an `O_PATH` descriptor first (and closing it after). The lookup follows symlinks like
-/// that `open` did; callers use it for paths of the host tree under the old root and of the root
-/// being built, never for paths the sandbox could have written.
+/// opening an `O_PATH` descriptor first (and closing it after). The lookup follows symlinks and
+/// leaves automount points untriggered (`AT_NO_AUTOMOUNT`), exactly like that `open`; callers use
+/// it for paths of the host tree under the old root and of the root being built, never for paths
+/// the sandbox could have written.
 pub(crate) fn clone_tree_at_path(path: &Path, depth: Depth) -> io::Result<OwnedFd> {
     let path = cstring(path)?;
-    let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
+    let mut flags =
+        libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_NO_AUTOMOUNT as libc::c_uint;
     if matches!(depth, Depth::Recursive) {
         flags |= libc::AT_RECURSIVE as libc::c_uint;
     }

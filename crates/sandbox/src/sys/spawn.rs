@@ -214,9 +214,11 @@ pub(crate) fn clone_init(image: &InitImage, flags: libc::c_int) -> io::Result<Sp
 /// network namespace), so the child is sent to the caller's other CPUs at once and takes the
 /// whole set back (restored from this, copied into it by the clone) once it has read the sync
 /// byte — written long after the move, so the move cannot undo the restore. A hint only: with one
-/// CPU, or when the move fails, nothing changes; the restore happens before init (or anything it
-/// starts) runs a single instruction of its own, and a failed restore ends the child, so no
-/// workload inherits the narrowed set.
+/// CPU nothing is moved, and a host that refuses `sched_setaffinity` (a systemd
+/// `SystemCallFilter=~@resources`, an SELinux domain without `setsched`) leaves the child where it
+/// is, which the child sees and then restores nothing. A move that did happen is undone before
+/// init (or anything it starts) runs a single instruction of its own, and a failed undo ends the
+/// child, so no workload inherits the narrowed set.
 struct Placement {
     /// Every CPU the caller may run on: restored by the child.
     all: libc::cpu_set_t,
@@ -251,13 +253,22 @@ impl Placement {
         unsafe { libc::sched_setaffinity(pid, size_of::<libc::cpu_set_t>(), &self.elsewhere) };
     }
 
-    /// In the child, once the parent has moved it: every CPU again. Raw system call on memory
-    /// copied by the clone; on failure the child reports and exits rather than leave init, and
-    /// every workload, one CPU short.
+    /// In the child, after the sync byte: every CPU again, when the parent's move took effect.
+    /// Raw system calls on stack memory and on memory copied by the clone; when a needed restore
+    /// fails the child reports and exits rather than leave init, and every workload, one CPU
+    /// short.
     fn restore(&self, report: RawFd) {
-        // SAFETY: `all` is a valid cpu_set_t of the size passed.
-        if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &self.all) } != 0 {
-            fail(report, Stage::Affinity);
+        const SIZE: usize = size_of::<libc::cpu_set_t>();
+        // SAFETY: `now` is a plain bit array (all-zero is valid) of the size passed; `all` is a
+        // valid cpu_set_t of that size; CPU_EQUAL only reads both.
+        unsafe {
+            let mut now: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, SIZE, &mut now) == 0 && libc::CPU_EQUAL(&now, &self.all) {
+                return;
+            }
+            if libc::sched_setaffinity(0, SIZE, &self.all) != 0 {
+                fail(report, Stage::Affinity);
+            }
         }
     }
 }
