@@ -6,19 +6,21 @@
 #
 #   bash examples/fix-calculator/run.sh
 #
-# The cordon binary is $CORDON, else target/debug/cordon (built with cargo when missing). Run
-# state goes where cordon keeps it ($CORDON_STATE_DIR, else ~/.local/state/cordon), so
-# `cordon ui` can show the run afterwards.
+# The cordon binary is $CORDON, else the `cordon` on PATH (the one `cargo install` put there), else
+# target/debug/cordon (built with cargo when missing); the script says which it runs. Run state
+# goes where cordon keeps it ($CORDON_STATE_DIR, else ~/.local/state/cordon), so `cordon ui` can
+# show the run afterwards.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-cordon=${CORDON:-$root/target/debug/cordon}
+cordon=${CORDON:-$(command -v cordon || echo "$root/target/debug/cordon")}
 if [ ! -x "$cordon" ]; then
     echo "building cordon (cargo build -p cordon-cli)…" >&2
     (cd "$root" && cargo build --quiet -p cordon-cli)
 fi
+echo "using $cordon ($("$cordon" --version))" >&2
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cordon-fix-calculator.XXXXXX")
 # Everything but this script: the code, its tests and the tooling (pipeline, agents, transcript).

@@ -41,6 +41,14 @@ impl Workspace {
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&canonical)
             .map_err(error)?;
+        // An `O_PATH` open needs no read permission; the sandbox's user (the caller, when
+        // unprivileged) does. Said here, rather than later as a failure to read something in it.
+        if let Err(source) = fs::read_dir(&canonical) {
+            return Err(SandboxError::WorkspaceUnreadable {
+                path: canonical,
+                source,
+            });
+        }
         Ok(Workspace {
             path: canonical,
             fd: Arc::new(OwnedFd::from(file)),

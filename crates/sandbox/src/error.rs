@@ -25,6 +25,15 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "the workspace `{path}` cannot be read by this user; pass a directory you can read and \
+         write with -w, or run as its owner"
+    )]
+    WorkspaceUnreadable {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot open `{path}` to mount it read-only; check that it exists and is readable")]
     ReadOnlyPath {
         path: PathBuf,

@@ -38,7 +38,8 @@ pub struct Args {
     net: String,
     #[command(flatten)]
     egress: super::proxy::PolicyArgs,
-    /// Append one JSON line per egress decision and per tunnel close to FILE (created 0600)
+    /// Append one JSON line per egress decision and per tunnel close to FILE (created 0600; never
+    /// inside the workspace, where the command could rewrite it)
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
     /// Kill the command and everything it started after SECS seconds (exit 124)
@@ -81,6 +82,29 @@ pub fn start_early(argv: &[OsString]) -> Option<Starting> {
         &program,
         InitStart::InProcessWhenSingleThreaded,
     ))
+}
+
+/// `file` resolved (symlinks and all, also when it does not exist yet), or the error when that
+/// lies inside the workspace, where the sandboxed command can change it.
+fn outside_workspace(file: &Path, what: &str, config: &SessionConfig) -> anyhow::Result<PathBuf> {
+    let absolute = std::path::absolute(file)?;
+    let resolved = match (absolute.parent(), absolute.file_name()) {
+        _ if absolute.exists() => absolute.canonicalize()?,
+        (Some(parent), Some(name)) => parent
+            .canonicalize()
+            .map_or_else(|_| absolute.clone(), |dir| dir.join(name)),
+        _ => absolute.clone(),
+    };
+    let workspace = config.workspace.path();
+    if resolved.starts_with(workspace) {
+        anyhow::bail!(
+            "the {what} file {} is inside the workspace {}, where the sandboxed command can \
+             change it; move it outside the workspace",
+            file.display(),
+            workspace.display()
+        );
+    }
+    Ok(resolved)
 }
 
 /// Whether an option before `--` could turn egress on (`--net …`, `--allow…`). Errs towards yes:
@@ -148,13 +172,6 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
         .egress
         .build(mode.unwrap_or(Mode::Allowlist))
         .map_err(|problems| anyhow::anyhow!("{problems}"))?;
-    let egress = match mode {
-        None => None,
-        Some(_) => Some((
-            built,
-            super::proxy::audit_sink(args.audit.as_deref()).map_err(|p| anyhow::anyhow!("{p}"))?,
-        )),
-    };
     let network = Network::None;
     let timeout = match args.timeout {
         Some(0) => {
@@ -189,18 +206,19 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.egress.policy {
         // The operator policy is never inside the workspace, where the command could change
         // it, and never visible in the sandbox.
-        let absolute = std::path::absolute(file)?;
-        let resolved = absolute.canonicalize().unwrap_or(absolute);
-        if resolved.starts_with(config.workspace.path()) {
-            anyhow::bail!(
-                "the operator policy file {} is inside the workspace {}, where the sandboxed \
-                 command can change it; move it outside the workspace",
-                file.display(),
-                config.workspace.path().display()
-            );
-        }
-        config.mask.push(resolved);
+        config
+            .mask
+            .push(outside_workspace(file, "operator policy", &config)?);
     }
+    // Nor is the audit file, which the command could otherwise rewrite after the fact. It is
+    // opened (created 0600) even for an offline session: a bad path is an error rather than an
+    // ignored flag, and the empty file says truly that nothing was decided.
+    if let Some(file) = &args.audit {
+        outside_workspace(file, "audit", &config)?;
+    }
+    let audit =
+        super::proxy::audit_sink(args.audit.as_deref()).map_err(|p| anyhow::anyhow!("{p}"))?;
+    let egress = mode.map(|_| (built, audit));
     config.caps = caps;
     config.init_start = InitStart::InProcessWhenSingleThreaded;
     let egress = egress

@@ -45,7 +45,8 @@ pub struct PolicyArgs {
     /// Deny a destination pattern; deny always wins (repeatable)
     #[arg(long = "deny", value_name = "PATTERN")]
     pub deny: Vec<String>,
-    /// Answer HOST with IP instead of asking DNS (repeatable)
+    /// Answer HOST with IP instead of asking DNS (repeatable); a private or loopback IP is still
+    /// refused unless `--allow-private` covers it
     #[arg(long = "resolve", value_name = "HOST=IP")]
     pub resolve: Vec<String>,
     /// Let allowed names and ip: rules reach this non-public range, such as `10.0.0.0/8`

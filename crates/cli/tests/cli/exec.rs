@@ -4,6 +4,7 @@
 //! sandbox crate and, as attacks, in `escape`.
 
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -503,4 +504,48 @@ fn a_command_sees_every_cpu_the_host_may_use() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn a_workspace_the_user_cannot_read_is_refused_with_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("cordon-exec-unreadable-")
+        .tempdir()
+        .expect("a temporary directory");
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).expect("mkdir");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    // Root reads anything: as root the command runs as uid 65534, to whom the directory (root's,
+    // mode 000) is closed; unprivileged, the mode closes it to its own owner.
+    let root = std::fs::metadata(dir.path()).expect("stat").uid() == 0;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(cordon_bin())
+            .env("HOME", "/");
+        c
+    } else {
+        Command::new(cordon_bin())
+    };
+    let out = command
+        .arg("exec")
+        .arg("-w")
+        .arg(&locked)
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cordon exec");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("cannot be read by this user")
+            && stderr.contains("pass a directory you can read and write with -w"),
+        "{stderr}"
+    );
+    // The control: readable again, the same command runs.
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = command.output().expect("run cordon exec");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }

@@ -166,3 +166,69 @@ fn exec_refuses_a_policy_file_inside_the_workspace() {
         "{err}"
     );
 }
+
+#[test]
+fn exec_refuses_an_audit_file_the_sandboxed_command_could_rewrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    // Inside the workspace, directly and through a symlink from outside it.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&ws, &link).expect("symlink");
+    // An empty operator policy, so the machine's own file plays no part.
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "").expect("write policy");
+    let policy = format!("--policy={}", policy.display());
+    for audit in [ws.join("audit.jsonl"), link.join("audit.jsonl")] {
+        let out = cordon()
+            .arg("exec")
+            .arg("-w")
+            .arg(&ws)
+            .arg(format!("--audit={}", audit.display()))
+            .arg(&policy)
+            .args(["--allow=example.test", "--", "true"])
+            .output()
+            .expect("cordon exec");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert!(
+            stderr.contains("is inside the workspace") && stderr.contains("move it outside"),
+            "{stderr}"
+        );
+        assert!(
+            !ws.join("audit.jsonl").exists(),
+            "the audit file was created"
+        );
+    }
+    // The control: the same run with the audit file beside the workspace.
+    let beside = dir.path().join("audit.jsonl");
+    let out = cordon()
+        .arg("exec")
+        .arg("-w")
+        .arg(&ws)
+        .arg(format!("--audit={}", beside.display()))
+        .arg(&policy)
+        .args(["--allow=example.test", "--", "true"])
+        .output()
+        .expect("cordon exec");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(beside.exists());
+}
+
+#[test]
+fn an_audit_file_that_cannot_be_written_is_an_error_also_without_egress() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("no/such/dir/audit.jsonl");
+    let (out, _ws) = exec(&[&format!("--audit={}", missing.display())], "true");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("the audit file") && stderr.contains("pass a writable path to `--audit`"),
+        "{stderr}"
+    );
+    // The control: a writable path offline gets an empty file (nothing was decided).
+    let fine = dir.path().join("audit.jsonl");
+    let (out, _ws) = exec(&[&format!("--audit={}", fine.display())], "true");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&fine).expect("the audit file"), "");
+}
