@@ -43,7 +43,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
     /// Kill the command and everything it started after SECS seconds (exit 124)
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = whole_seconds)]
     timeout: Option<u64>,
     /// Cap memory, swap included (K/M/G are binary: 2G = 2 GiB; Ki/Mi/Gi accepted); the command
     /// is killed when it goes over (exit 137)
@@ -105,6 +105,13 @@ fn outside_workspace(file: &Path, what: &str, config: &SessionConfig) -> anyhow:
         );
     }
     Ok(resolved)
+}
+
+/// `--timeout`'s value: whole seconds, with the fix when it is not.
+fn whole_seconds(text: &str) -> Result<u64, String> {
+    text.parse().map_err(|_| {
+        format!("`--timeout {text}` is not a whole number of seconds; write it like `--timeout 60`")
+    })
 }
 
 /// Whether an option before `--` could turn egress on (`--net …`, `--allow…`). Errs towards yes:

@@ -115,6 +115,18 @@ fn usage_errors_exit_125_and_name_the_fix() {
         );
         assert!(out.stdout.is_empty());
     }
+    // A timeout that is not whole seconds is a clap usage error, with the fix.
+    for value in ["1.5", "soon"] {
+        let out = exec(ws.path(), &["--timeout", value], &["true"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{value}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "`--timeout {value}` is not a whole number of seconds; write it like `--timeout 60`"
+            )),
+            "{value}: {stderr}"
+        );
+    }
     // No command at all is a clap usage error, also 125.
     let out = cordon()
         .args(["exec", "-w"])
