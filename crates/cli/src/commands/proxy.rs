@@ -307,6 +307,15 @@ mod tests {
             "{response}"
         );
         egress.stop();
-        assert!(std::net::TcpStream::connect(address).is_err());
+        // Another test of this binary may have forked a helper at the moment the listener was
+        // open: until the helper closes its inherited descriptors (its first act, once it gets a
+        // CPU), its copy keeps the socket listening. So the refusal may take a moment — bounded.
+        let refused = (0..200).any(|_| {
+            std::net::TcpStream::connect(address).is_err() || {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                false
+            }
+        });
+        assert!(refused, "the stopped proxy still accepts on {address}");
     }
 }

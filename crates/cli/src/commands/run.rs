@@ -8,6 +8,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use cordon_engine::host::{self, HostGit};
 use cordon_pipeline::{Action, CommandSpec, Isolation, Llm, Pipeline, Sandboxed, Step, StepKind};
 
 #[derive(Debug, clap::Args)]
@@ -96,7 +97,65 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         attempts_from_flag: args.max_attempts.is_some(),
     };
     print!("{}", plan.render());
+    for refusal in host_refusals(&loaded.pipeline, &pipeline_file, &workspace) {
+        eprintln!("cordon: warning: `cordon run` would refuse: {refusal}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the real run's host checks would refuse (the work tree, tooling committed and unmodified,
+/// a clean worktree for a commit action), so a dry run shows it before a model is called. Git
+/// runs as for a run (`GIT_OPTIONAL_LOCKS=0`: nothing in the repository is written); its scratch
+/// files go to a temporary directory that is removed, not to the state directory.
+fn host_refusals(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> Vec<String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let scratch =
+        std::env::temp_dir().join(format!("cordon-dry-run-{}-{nanos}", std::process::id()));
+    // A new private directory (mkdir never follows a planted symlink), or no host checks.
+    if std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&scratch)
+        .is_err()
+    {
+        return Vec::new();
+    }
+    let refusals = refusals_with(pipeline, pipeline_file, workspace, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    refusals
+}
+
+fn refusals_with(
+    pipeline: &Pipeline,
+    pipeline_file: &Path,
+    workspace: &Path,
+    scratch: &Path,
+) -> Vec<String> {
+    let host = match HostGit::open(workspace, scratch, None) {
+        Ok(host) => host,
+        Err(err) => return vec![err.to_string()],
+    };
+    let pipeline_file = pipeline_file
+        .canonicalize()
+        .unwrap_or_else(|_| pipeline_file.to_path_buf());
+    let mut refusals = Vec::new();
+    let tooling = execute::tooling_paths(pipeline, &pipeline_file, workspace);
+    if let Err(err) = host.check_tooling(&tooling) {
+        refusals.push(err.to_string());
+    }
+    if execute::has_commit(pipeline) {
+        match host.dirty_paths() {
+            Ok(dirty) if !dirty.is_empty() => {
+                let list: Vec<String> = dirty.iter().map(|p| format!("  {p}")).collect();
+                refusals.push(host::HostError::Dirty(list.join("\n")).to_string());
+            }
+            Ok(_) => {}
+            Err(err) => refusals.push(err.to_string()),
+        }
+    }
+    refusals
 }
 
 /// `-w DIR` (which must be the top of a git work tree), or the top of the git work tree

@@ -54,12 +54,37 @@ steps:
     params: {message: "fix: {name}"}
 "#;
 
-/// A workspace (a `.git` directory marks the work tree) holding the pipeline above.
+/// A git work tree holding the pipeline above, its tooling committed (what `cordon run` requires).
 fn workspace() -> tempfile::TempDir {
+    let dir = uncommitted_workspace();
+    git(dir.path(), &["add", "--all"]);
+    git(dir.path(), &["commit", "--quiet", "--message", "tooling"]);
+    dir
+}
+
+/// `git ARGS` in `dir`, with an identity of the test's own.
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=cordon test",
+            "-c",
+            "user.email=test@example.com",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .expect("run git");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// The same work tree before anything was committed.
+fn uncommitted_workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
-    std::fs::create_dir_all(root.join(".git")).expect("mkdir .git");
+    git(root, &["init", "--quiet"]);
     std::fs::create_dir_all(root.join("ci/agents")).expect("mkdir agents");
+    std::fs::write(root.join("ci/README.md"), "The project.\n").expect("write");
     std::fs::write(root.join("ci/pipeline.yaml"), PIPELINE).expect("write");
     std::fs::write(
         root.join("ci/agents/dev.agent.md"),
@@ -170,7 +195,7 @@ fn dry_run_max_attempts_flag_overrides_the_pipeline() {
 #[test]
 fn dry_run_outside_a_git_work_tree_says_to_pass_w_or_run_git_init() {
     let dir = workspace();
-    std::fs::remove_dir(dir.path().join(".git")).expect("rm .git");
+    std::fs::remove_dir_all(dir.path().join(".git")).expect("rm .git");
     let out = transcript(
         cordon()
             .args(["run", "--dry-run"])
@@ -230,4 +255,52 @@ fn dry_run_of_an_invalid_pipeline_prints_its_problems_and_exits_2() {
         dir.path(),
     );
     insta::assert_snapshot!(out);
+}
+
+#[test]
+fn dry_run_warns_when_the_run_would_refuse_its_uncommitted_tooling() {
+    let dir = uncommitted_workspace();
+    let out = cordon()
+        .args(["run", "--dry-run"])
+        .arg(dir.path().join("ci/pipeline.yaml"))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cordon: warning: `cordon run` would refuse:")
+            && stderr.contains("commit the pipeline and its tooling files first"),
+        "{stderr}"
+    );
+    // Tracked but changed, with a commit action: both refusals are named.
+    git(dir.path(), &["add", "--all"]);
+    git(dir.path(), &["commit", "--quiet", "--message", "tooling"]);
+    std::fs::write(
+        dir.path().join("ci/agents/dev.agent.md"),
+        "---\nname: dev\n---\nChanged.\n",
+    )
+    .expect("write");
+    let out = cordon()
+        .args(["run", "--dry-run"])
+        .arg(dir.path().join("ci/pipeline.yaml"))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tooling file `ci/agents/dev.agent.md` has uncommitted changes")
+            && stderr.contains("the worktree is dirty"),
+        "{stderr}"
+    );
+    // The control: committed again, no warning.
+    git(
+        dir.path(),
+        &["commit", "--quiet", "--all", "--message", "again"],
+    );
+    let out = cordon()
+        .args(["run", "--dry-run"])
+        .arg(dir.path().join("ci/pipeline.yaml"))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("would refuse"), "{stderr}");
 }

@@ -502,7 +502,7 @@ fn scratch_dir(store: &Store, run: RunId) -> PathBuf {
     store.dir().join("runs").join(run.to_string())
 }
 
-fn has_commit(pipeline: &Pipeline) -> bool {
+pub(super) fn has_commit(pipeline: &Pipeline) -> bool {
     pipeline
         .steps
         .iter()
@@ -511,7 +511,11 @@ fn has_commit(pipeline: &Pipeline) -> bool {
 
 /// Workspace-relative tooling paths: the pipeline, its agent files, its context files and a
 /// replay transcript.
-fn tooling_paths(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> Vec<String> {
+pub(super) fn tooling_paths(
+    pipeline: &Pipeline,
+    pipeline_file: &Path,
+    workspace: &Path,
+) -> Vec<String> {
     let base = pipeline_file.parent().unwrap_or(workspace);
     let mut paths = vec![pipeline_file.to_path_buf()];
     for step in &pipeline.steps {
