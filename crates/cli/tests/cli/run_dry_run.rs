@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::run::git;
 use crate::support::cordon;
 use crate::validate::transcript;
 
@@ -62,20 +63,17 @@ fn workspace() -> tempfile::TempDir {
     dir
 }
 
-/// `git ARGS` in `dir`, with an identity of the test's own.
-fn git(dir: &Path, args: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=cordon test",
-            "-c",
-            "user.email=test@example.com",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .expect("run git");
-    assert!(status.success(), "git {args:?}");
+/// `cordon run --dry-run` on the work tree's pipeline: the exit code and stderr.
+fn dry_run(dir: &Path) -> (Option<i32>, String) {
+    let out = cordon()
+        .args(["run", "--dry-run"])
+        .arg(dir.join("ci/pipeline.yaml"))
+        .output()
+        .expect("run");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// The same work tree before anything was committed.
@@ -260,13 +258,8 @@ fn dry_run_of_an_invalid_pipeline_prints_its_problems_and_exits_2() {
 #[test]
 fn dry_run_warns_when_the_run_would_refuse_its_uncommitted_tooling() {
     let dir = uncommitted_workspace();
-    let out = cordon()
-        .args(["run", "--dry-run"])
-        .arg(dir.path().join("ci/pipeline.yaml"))
-        .output()
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (code, stderr) = dry_run(dir.path());
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains("cordon: warning: `cordon run` would refuse:")
             && stderr.contains("commit the pipeline and its tooling files first"),
@@ -280,12 +273,7 @@ fn dry_run_warns_when_the_run_would_refuse_its_uncommitted_tooling() {
         "---\nname: dev\n---\nChanged.\n",
     )
     .expect("write");
-    let out = cordon()
-        .args(["run", "--dry-run"])
-        .arg(dir.path().join("ci/pipeline.yaml"))
-        .output()
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, stderr) = dry_run(dir.path());
     assert!(
         stderr.contains("tooling file `ci/agents/dev.agent.md` has uncommitted changes")
             && stderr.contains("the worktree is dirty"),
@@ -296,11 +284,6 @@ fn dry_run_warns_when_the_run_would_refuse_its_uncommitted_tooling() {
         dir.path(),
         &["commit", "--quiet", "--all", "--message", "again"],
     );
-    let out = cordon()
-        .args(["run", "--dry-run"])
-        .arg(dir.path().join("ci/pipeline.yaml"))
-        .output()
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, stderr) = dry_run(dir.path());
     assert!(!stderr.contains("would refuse"), "{stderr}");
 }
