@@ -88,13 +88,16 @@ pub fn start_early(argv: &[OsString]) -> Option<Starting> {
 /// lies inside the workspace, where the sandboxed command can change it.
 fn outside_workspace(file: &Path, what: &str, config: &SessionConfig) -> anyhow::Result<PathBuf> {
     let absolute = std::path::absolute(file)?;
-    let resolved = match (absolute.parent(), absolute.file_name()) {
-        _ if absolute.exists() => absolute.canonicalize()?,
-        (Some(parent), Some(name)) => parent
-            .canonicalize()
-            .map_or_else(|_| absolute.clone(), |dir| dir.join(name)),
-        _ => absolute.clone(),
+    // A file not made yet (an audit file) is resolved through its directory.
+    let through_parent = || {
+        let name = absolute.file_name()?;
+        Some(absolute.parent()?.canonicalize().ok()?.join(name))
     };
+    let resolved = absolute
+        .canonicalize()
+        .ok()
+        .or_else(through_parent)
+        .unwrap_or_else(|| absolute.clone());
     let workspace = config.workspace.path();
     if resolved.starts_with(workspace) {
         anyhow::bail!(

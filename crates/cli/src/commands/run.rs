@@ -8,7 +8,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cordon_engine::host::{self, HostGit};
+use cordon_engine::host::HostGit;
 use cordon_pipeline::{Action, CommandSpec, Isolation, Llm, Pipeline, Sandboxed, Step, StepKind};
 
 #[derive(Debug, clap::Args)]
@@ -140,22 +140,11 @@ fn refusals_with(
     let pipeline_file = pipeline_file
         .canonicalize()
         .unwrap_or_else(|_| pipeline_file.to_path_buf());
-    let mut refusals = Vec::new();
     let tooling = execute::tooling_paths(pipeline, &pipeline_file, workspace);
-    if let Err(err) = host.check_tooling(&tooling) {
-        refusals.push(err.to_string());
-    }
-    if execute::has_commit(pipeline) {
-        match host.dirty_paths() {
-            Ok(dirty) if !dirty.is_empty() => {
-                let list: Vec<String> = dirty.iter().map(|p| format!("  {p}")).collect();
-                refusals.push(host::HostError::Dirty(list.join("\n")).to_string());
-            }
-            Ok(_) => {}
-            Err(err) => refusals.push(err.to_string()),
-        }
-    }
-    refusals
+    execute::host_refusals(&host, pipeline, &tooling)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// `-w DIR` (which must be the top of a git work tree), or the top of the git work tree

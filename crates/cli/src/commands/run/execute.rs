@@ -132,16 +132,8 @@ fn execute(args: &Args) -> Result<ExitCode, Exit> {
 
     // Host boundary at start: tooling tracked and unmodified; a clean worktree for a commit.
     let tooling = tooling_paths(&pipeline, &pipeline_file, &workspace);
-    host.check_tooling(&tooling)
-        .map_err(|e| engine_exit(&e.into()))?;
-    if has_commit(&pipeline) {
-        let dirty = host.dirty_paths().map_err(|e| engine_exit(&e.into()))?;
-        if !dirty.is_empty() {
-            let list: Vec<String> = dirty.iter().map(|p| format!("  {p}")).collect();
-            return Err(engine_exit(&EngineError::Host(host::HostError::Dirty(
-                list.join("\n"),
-            ))));
-        }
+    if let Some(refusal) = host_refusals(&host, &pipeline, &tooling).into_iter().next() {
+        return Err(engine_exit(&refusal.into()));
     }
     let _workspace_lock = store
         .lock_workspace(&workspace)
@@ -502,7 +494,32 @@ fn scratch_dir(store: &Store, run: RunId) -> PathBuf {
     store.dir().join("runs").join(run.to_string())
 }
 
-pub(super) fn has_commit(pipeline: &Pipeline) -> bool {
+/// What the host boundary refuses a run for, in order: tooling not tracked or modified (the
+/// first such file), a dirty worktree when the pipeline commits. `run` stops at the first;
+/// `run --dry-run` shows them all.
+pub(super) fn host_refusals(
+    host: &HostGit,
+    pipeline: &Pipeline,
+    tooling: &[String],
+) -> Vec<host::HostError> {
+    let mut refusals = Vec::new();
+    if let Err(err) = host.check_tooling(tooling) {
+        refusals.push(err);
+    }
+    if has_commit(pipeline) {
+        match host.dirty_paths() {
+            Ok(dirty) if !dirty.is_empty() => {
+                let list: Vec<String> = dirty.iter().map(|p| format!("  {p}")).collect();
+                refusals.push(host::HostError::Dirty(list.join("\n")));
+            }
+            Ok(_) => {}
+            Err(err) => refusals.push(err),
+        }
+    }
+    refusals
+}
+
+fn has_commit(pipeline: &Pipeline) -> bool {
     pipeline
         .steps
         .iter()
