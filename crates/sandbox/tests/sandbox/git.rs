@@ -142,25 +142,6 @@ fn a_symlinked_dot_git_is_refused_with_the_fix() {
     assert!(err.to_string().contains("symbolic link"), "{err}");
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.test",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("run git");
-    assert!(status.success(), "git {args:?}");
-}
-
 #[test]
 fn a_worktree_sees_its_repository_read_only() {
     let root = workspace();

@@ -8,52 +8,11 @@
 //! whose marker must appear: the control that shows the attack works where nothing stops it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use cordon_sandbox::git::GitError;
 use cordon_sandbox::{SandboxError, Session};
 
 use crate::support::*;
-
-/// Runs git on the host with a pinned environment: no system or global config (`HOME` an empty
-/// directory), so only the repository's own config can name an fsmonitor.
-fn host_git(dir: &Path, args: &[&str]) -> std::process::Output {
-    let home = tempfile::tempdir().expect("a home");
-    Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.test"])
-        .args([
-            "-c",
-            "protocol.file.allow=always",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_CONFIG_GLOBAL")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env("HOME", home.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs")
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = host_git(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn committed_repo(dir: &Path) {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    git(dir, &["init", "-q", "."]);
-    std::fs::write(dir.join("file"), "x").expect("write");
-    git(dir, &["add", "file"]);
-    git(dir, &["commit", "-q", "-m", "one"]);
-}
 
 /// A shell snippet, run in the sandbox: makes a repository at `repo` (relative to the working
 /// directory) whose `core.fsmonitor` touches `marker` (a host path), and writes `dot_git` to name

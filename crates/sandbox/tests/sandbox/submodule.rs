@@ -3,41 +3,11 @@
 //! `core.fsmonitor` that the user's next `git status` on the host would run.
 
 use std::path::Path;
-use std::process::Command;
 
 use cordon_sandbox::mounts::GitMutations;
 use cordon_sandbox::{SandboxError, Session};
 
 use crate::support::*;
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.test"])
-        .args([
-            "-c",
-            "protocol.file.allow=always",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn committed_repo(dir: &Path) {
-    git(dir, &["init", "-q", "."]);
-    std::fs::write(dir.join("file"), "x").expect("write");
-    git(dir, &["add", "file"]);
-    git(dir, &["commit", "-q", "-m", "one"]);
-}
 
 /// A workspace with three gitlinks: `lib/sub`, a real submodule (`.git` file naming
 /// `.git/modules/lib/sub`); `vendor/emb`, an embedded repository (`.git` directory); and

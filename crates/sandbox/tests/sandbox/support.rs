@@ -1,6 +1,8 @@
-//! Opening sessions for the tests: the init program, a workspace the test owns, running a command.
+//! Opening sessions for the tests: the init program, a workspace the test owns, running a command;
+//! git on the host with a pinned environment.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use cordon_sandbox::{ExecOutcome, ExecRequest, InitProgram, Session, SessionConfig, Workspace};
 
@@ -84,4 +86,46 @@ pub fn host_processes_with(marker: &str) -> Vec<u32> {
 
 pub fn running_as_root() -> bool {
     cordon_sandbox::host_user().uid == 0
+}
+
+/// Runs git on the host with a pinned environment: no system or global config (`HOME` an empty
+/// directory), so only the repository's own config can name an fsmonitor.
+pub fn host_git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let home = tempfile::tempdir().expect("a home");
+    Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.test"])
+        .args([
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env("HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs")
+}
+
+/// [`host_git`] that must succeed.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = host_git(dir, args);
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository at `dir` (made when missing) with one commit.
+pub fn committed_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    git(dir, &["init", "-q", "."]);
+    std::fs::write(dir.join("file"), "x").expect("write");
+    git(dir, &["add", "file"]);
+    git(dir, &["commit", "-q", "-m", "one"]);
 }
