@@ -109,6 +109,12 @@ impl Setup {
         self
     }
 
+    /// Allows exactly the test's own upstream, `ip:127.0.0.1:PORT`, and loopback with it.
+    pub fn upstream(self, port: u16) -> Setup {
+        self.allow(&format!("ip:127.0.0.1:{port}"))
+            .loopback_allowed()
+    }
+
     /// Lets allowed targets reach loopback (every upstream in these tests is on loopback).
     pub fn loopback_allowed(mut self) -> Setup {
         self.spec

@@ -83,11 +83,7 @@ impl AuditSink for Failing {
 async fn a_connection_that_cannot_be_audited_is_not_made() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
-    let setup = || {
-        Setup::new()
-            .allow(&format!("ip:127.0.0.1:{port}"))
-            .loopback_allowed()
-    };
+    let setup = || Setup::new().upstream(port);
     let request = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nforwarded?");
     let running = setup()
         .start_auditing(Arc::new(Failing), Arc::new(Records::default()))

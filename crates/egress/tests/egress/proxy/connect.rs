@@ -299,11 +299,7 @@ async fn bytes_pipelined_after_a_denied_connect_are_dropped() {
 async fn a_tunnel_passes_a_half_close_through() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
-    let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
-        .start()
-        .await;
+    let running = Setup::new().upstream(port).start().await;
     let (mut client, response) = exchange(&running, &connect(&format!("127.0.0.1:{port}"))).await;
     assert_eq!(response.status, 200);
     client.write_all(b"last words").await.unwrap();
@@ -318,11 +314,7 @@ async fn a_tunnel_passes_a_half_close_through() {
 async fn a_tunnel_carries_megabytes_both_ways_intact() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
-    let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
-        .start()
-        .await;
+    let running = Setup::new().upstream(port).start().await;
     let (client, response) = exchange(&running, &connect(&format!("127.0.0.1:{port}"))).await;
     assert_eq!(response.status, 200);
     let data = super::pattern(super::BULK);
@@ -352,8 +344,7 @@ async fn two_hundred_concurrent_tunnels_all_work_and_all_close() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
     let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
+        .upstream(port)
         // Fewer slots than clients: the rest wait in the backlog and are served as slots free.
         .limits(|l| l.max_connections = 64)
         .start()

@@ -213,8 +213,7 @@ async fn a_silent_upstream_gets_504_upstream_timeout() {
     let upstream = Upstream::start(Answer::Silent).await;
     let port = upstream.port();
     let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
+        .upstream(port)
         .limits(|l| l.response_timeout = std::time::Duration::from_millis(100))
         .start()
         .await;

@@ -52,8 +52,7 @@ async fn an_idle_keep_alive_connection_is_closed() {
     let upstream = Upstream::start(Answer::Http).await;
     let port = upstream.port();
     let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
+        .upstream(port)
         .limits(|l| l.idle_timeout = SHORT)
         .start()
         .await;
@@ -73,8 +72,7 @@ async fn an_idle_tunnel_is_closed() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
     let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
+        .upstream(port)
         .limits(|l| l.idle_timeout = SHORT)
         .start()
         .await;
@@ -95,8 +93,7 @@ async fn a_busy_tunnel_stays_open_past_the_idle_timeout() {
     let port = upstream.port();
     let idle = Duration::from_millis(400);
     let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
+        .upstream(port)
         .limits(|l| l.idle_timeout = idle)
         .start()
         .await;
@@ -132,8 +129,7 @@ async fn shutdown_ends_an_open_tunnel_once_the_grace_runs_out() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
     let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
+        .upstream(port)
         .limits(|l| l.shutdown_grace = SHORT)
         .start()
         .await;
@@ -159,8 +155,7 @@ async fn connections_beyond_the_limit_wait_until_a_slot_frees() {
     let upstream = Upstream::start(Answer::Echo).await;
     let port = upstream.port();
     let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
+        .upstream(port)
         .limits(|l| l.max_connections = 1)
         .start()
         .await;
@@ -185,11 +180,7 @@ async fn connections_beyond_the_limit_wait_until_a_slot_frees() {
 async fn shutdown_stops_accepting_and_closes_idle_connections() {
     let upstream = Upstream::start(Answer::Http).await;
     let port = upstream.port();
-    let running = Setup::new()
-        .allow(&format!("ip:127.0.0.1:{port}"))
-        .loopback_allowed()
-        .start()
-        .await;
+    let running = Setup::new().upstream(port).start().await;
     let (mut kept, response) = exchange(
         &running,
         &format!("GET http://127.0.0.1:{port}/ HTTP/1.1\r\n\r\n"),
