@@ -78,8 +78,7 @@ const MUTATION_PROBE: &str = "touch .git/objects/new 2>/dev/null && echo wrote-o
 #[test]
 fn allowed_git_mutations_still_protect_config_hooks_commondir_and_alternates() {
     let ws = protected_repository();
-    let mut config = config(ws.path());
-    config.git_mutations = GitMutations::Allow;
+    let config = allowing_git_mutations(ws.path());
     let mut session = Session::open(config).expect("the session opens");
     let out = stdout(&sh(&mut session, MUTATION_PROBE));
     // Writing objects is the control: mutations are allowed where nothing protects.
@@ -106,8 +105,7 @@ fn allowed_git_mutations_still_protect_config_hooks_commondir_and_alternates() {
 fn allowed_git_mutations_refuse_when_a_protected_entry_is_absent() {
     // A plain repository has no commondir: the sandbox could create one, so the session refuses.
     let ws = repository();
-    let mut config = config(ws.path());
-    config.git_mutations = GitMutations::Allow;
+    let config = allowing_git_mutations(ws.path());
     let err = Session::open(config).err().expect("the session is refused");
     let text = err.to_string();
     assert!(
@@ -125,8 +123,7 @@ fn allowed_git_mutations_refuse_a_symlinked_protected_entry() {
     std::fs::remove_file(git.join("objects/info/alternates")).expect("rm");
     std::os::unix::fs::symlink("/etc/hostname", git.join("objects/info/alternates"))
         .expect("symlink");
-    let mut config = config(ws.path());
-    config.git_mutations = GitMutations::Allow;
+    let config = allowing_git_mutations(ws.path());
     let err = Session::open(config).err().expect("the session is refused");
     assert!(err.to_string().contains("symbolic link"), "{err}");
 }

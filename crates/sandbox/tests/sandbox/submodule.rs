@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use cordon_sandbox::mounts::GitMutations;
 use cordon_sandbox::{SandboxError, Session};
 
 use crate::support::*;
@@ -130,8 +129,7 @@ fn allowed_git_mutations_protect_a_submodule_git_directory_like_the_top_level_on
     add_protected_entries(&root.join(".git"));
     add_protected_entries(&root.join("vendor/emb/.git"));
     let mutations = |root: &Path| {
-        let mut config = config(root);
-        config.git_mutations = GitMutations::Allow;
+        let config = allowing_git_mutations(root);
         Session::open(config)
     };
     // The submodule's git directory lacks them: refused, naming it.
@@ -179,8 +177,7 @@ fn allowed_git_mutations_keep_a_deinitialised_submodule_git_directory_configurat
     git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
     let module = root.join(".git/modules/lib/sub");
     let config_before = std::fs::read(module.join("config")).expect("the module config");
-    let mut config = config(root);
-    config.git_mutations = GitMutations::Allow;
+    let config = allowing_git_mutations(root);
     let mut session = Session::open(config).expect("the session opens");
     let out = stdout(&sh(
         &mut session,
@@ -212,8 +209,7 @@ fn allowed_git_mutations_keep_a_module_configuration_read_only_after_its_head_is
     let module = root.join(".git/modules/lib/sub");
     let config_before = std::fs::read(module.join("config")).expect("the module config");
     let mutations = || {
-        let mut config = config(root);
-        config.git_mutations = GitMutations::Allow;
+        let config = allowing_git_mutations(root);
         Session::open(config).expect("the session opens")
     };
     let mut session = mutations();

@@ -34,6 +34,14 @@ pub fn config(workspace: &Path) -> SessionConfig {
     )
 }
 
+/// [`config`] with `allow_git_mutations: true`: the git directory writable, its protected entries
+/// (hooks, config, ...) still read-only.
+pub fn allowing_git_mutations(workspace: &Path) -> SessionConfig {
+    let mut config = config(workspace);
+    config.git_mutations = cordon_sandbox::mounts::GitMutations::Allow;
+    config
+}
+
 pub fn open(workspace: &Path) -> Session {
     Session::open(config(workspace)).expect("the session opens")
 }
