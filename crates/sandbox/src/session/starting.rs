@@ -194,13 +194,11 @@ fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, Sandbox
     // `/etc/subgid`, read now; unprivileged they are the caller's own, and the names and home
     // (`/etc/passwd`, `/etc/group`) are read after the clone, while the child makes its
     // namespaces — every file read before the clone delays the child's start.
-    let early_identity = (sys::process::ids().0 == 0).then(facts::identity);
+    let (host_uid, host_gid) = sys::process::ids();
+    let early_identity = (host_uid == 0).then(facts::identity);
     let (privilege, uid, gid) = match &early_identity {
         Some(identity) => (identity.privilege, identity.uid, identity.gid),
-        None => {
-            let (uid, gid) = sys::process::ids();
-            (Privilege::Unprivileged, uid, gid)
-        }
+        None => (Privilege::Unprivileged, host_uid, host_gid),
     };
     // As root the workspace is idmapped through a user namespace of its own; its child makes it
     // now, in parallel with everything up to `facts::gather` (see `PendingUserNamespace`). Not
