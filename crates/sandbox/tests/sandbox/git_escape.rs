@@ -101,6 +101,26 @@ fn assert_host_unchanged(markers: &Markers, file: &Path, before: &[u8], dirs: &[
     );
 }
 
+/// The whole repointing attack on the `.git` file `dot_git` (relative to `ws`), which held
+/// `before` when the test began: a session makes repository `repo` with a planted fsmonitor and
+/// rewrites `dot_git` to name it as `named`, next to the decoy control. Asserts the host is
+/// unchanged (the file, `git status` in each of `dirs`) and that the rewrite did not succeed.
+fn assert_repointing_fails(
+    ws: &Path,
+    dot_git: &str,
+    before: &[u8],
+    (repo, named): (&str, &str),
+    dirs: &[&Path],
+) {
+    let markers = markers();
+    let out = run_with_control(ws, &markers, &attack(repo, &markers.attack, dot_git, named));
+    assert_host_unchanged(&markers, &ws.join(dot_git), before, dirs);
+    assert!(
+        !out.contains(&format!("wrote {dot_git}")),
+        "{dot_git}: {out}"
+    );
+}
+
 #[test]
 fn a_submodule_work_tree_as_workspace_keeps_its_git_file() {
     let root = workspace();
@@ -112,16 +132,13 @@ fn a_submodule_work_tree_as_workspace_keeps_its_git_file() {
     git(&superproject, &["submodule", "add", "-q", url, "sub"]);
     let ws = superproject.join("sub");
     let before = std::fs::read(ws.join(".git")).expect("read");
-    let markers = markers();
-
-    let out = run_with_control(
+    assert_repointing_fails(
         &ws,
-        &markers,
-        &attack(".evil", &markers.attack, ".git", ".evil"),
+        ".git",
+        &before,
+        (".evil", ".evil"),
+        &[&ws, &superproject],
     );
-
-    assert_host_unchanged(&markers, &ws.join(".git"), &before, &[&ws, &superproject]);
-    assert!(!out.contains("wrote .git\n"), "{out}");
 }
 
 #[test]
@@ -143,16 +160,7 @@ fn a_separate_git_dir_workspace_keeps_its_git_file() {
     git(&ws, &["add", "file"]);
     git(&ws, &["commit", "-q", "-m", "one"]);
     let before = std::fs::read(ws.join(".git")).expect("read");
-    let markers = markers();
-
-    let out = run_with_control(
-        &ws,
-        &markers,
-        &attack(".evil", &markers.attack, ".git", ".evil"),
-    );
-
-    assert_host_unchanged(&markers, &ws.join(".git"), &before, &[&ws]);
-    assert!(!out.contains("wrote .git\n"), "{out}");
+    assert_repointing_fails(&ws, ".git", &before, (".evil", ".evil"), &[&ws]);
 }
 
 #[test]
@@ -166,16 +174,7 @@ fn a_subdirectory_of_a_work_tree_keeps_the_submodules_under_it() {
     git(&top, &["submodule", "add", "-q", url, "libs/sub"]);
     let ws = top.join("libs");
     let before = std::fs::read(ws.join("sub/.git")).expect("read");
-    let markers = markers();
-
-    let out = run_with_control(
-        &ws,
-        &markers,
-        &attack("evil", &markers.attack, "sub/.git", "../evil"),
-    );
-
-    assert_host_unchanged(&markers, &ws.join("sub/.git"), &before, &[&top]);
-    assert!(!out.contains("wrote sub/.git"), "{out}");
+    assert_repointing_fails(&ws, "sub/.git", &before, ("evil", "../evil"), &[&top]);
 }
 
 #[test]
@@ -185,16 +184,13 @@ fn a_linked_worktree_inside_the_workspace_keeps_its_git_file() {
     git(ws.path(), &["worktree", "add", "-q", ".worktrees/feat"]);
     let feat = ws.path().join(".worktrees/feat");
     let before = std::fs::read(feat.join(".git")).expect("read");
-    let markers = markers();
-
-    let out = run_with_control(
+    assert_repointing_fails(
         ws.path(),
-        &markers,
-        &attack(".e", &markers.attack, ".worktrees/feat/.git", "../../.e"),
+        ".worktrees/feat/.git",
+        &before,
+        (".e", "../../.e"),
+        &[&feat, ws.path()],
     );
-
-    assert_host_unchanged(&markers, &feat.join(".git"), &before, &[&feat, ws.path()]);
-    assert!(!out.contains("wrote .worktrees/feat/.git"), "{out}");
 }
 
 #[test]
@@ -271,8 +267,6 @@ fn a_git_planted_at_the_root_of_a_subdirectory_workspace_keeps_the_submodules_un
         git(&top, &["submodule", "add", "-q", url, "libs/sub"]);
         let ws = top.join("libs");
         let before = std::fs::read(ws.join("sub/.git")).expect("read");
-        let markers = markers();
-
         let mut session = open(&ws);
         let planted = stdout(&sh(&mut session, &format!("{plant} && echo planted")));
         drop(session);
@@ -281,14 +275,7 @@ fn a_git_planted_at_the_root_of_a_subdirectory_workspace_keeps_the_submodules_un
             "{plant}: session 1 plants the root `.git`"
         );
 
-        let out = run_with_control(
-            &ws,
-            &markers,
-            &attack("evil", &markers.attack, "sub/.git", "../evil"),
-        );
-
-        assert_host_unchanged(&markers, &ws.join("sub/.git"), &before, &[&top]);
-        assert!(!out.contains("wrote sub/.git"), "{plant}: {out}");
+        assert_repointing_fails(&ws, "sub/.git", &before, ("evil", "../evil"), &[&top]);
     }
 }
 
@@ -431,14 +418,11 @@ fn a_linked_worktree_recorded_with_relative_paths_keeps_its_git_file() {
         .expect("the relative .git");
     git(&feat, &["status", "-s"]);
     let before = std::fs::read(feat.join(".git")).expect("read");
-    let markers = markers();
-
-    let out = run_with_control(
+    assert_repointing_fails(
         ws.path(),
-        &markers,
-        &attack(".e", &markers.attack, ".worktrees/feat/.git", "../../.e"),
+        ".worktrees/feat/.git",
+        &before,
+        (".e", "../../.e"),
+        &[&feat, ws.path()],
     );
-
-    assert_host_unchanged(&markers, &feat.join(".git"), &before, &[&feat, ws.path()]);
-    assert!(!out.contains("wrote .worktrees/feat/.git"), "{out}");
 }
