@@ -1,0 +1,283 @@
+//! The commit action, in process: the work tree is staged as `git add -A` would (read through the
+//! view, no filter), tooling and declared artifacts keep HEAD's entries whatever the work tree
+//! holds, blobs and trees are written as loose objects, the commit carries the run's trailer, HEAD
+//! (its branch) moves with a reflog entry, and the index is rewritten to match the commit.
+//! Idempotent: when HEAD already carries the trailer, that commit is the result.
+
+use cordon_workspace::{View, ViewError, WsPath};
+use gix_hash::ObjectId;
+use gix_object::bstr::{BString, ByteSlice};
+
+use crate::GitError;
+use crate::repo::{Expect, Repo};
+use crate::tree::{self, Entry, Flat, Mode};
+use crate::worktree::{Ignoring, Snapshot, StatCache};
+
+/// A commit the action made, or found already made by this run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    pub sha: String,
+    /// `false` when HEAD already carried the run's trailer (resume after a crash).
+    pub created: bool,
+    /// The paths the commit changed, in order (empty when found already made).
+    pub files: Vec<String>,
+}
+
+impl Repo {
+    /// Commits every change in the work tree except `exclude` (paths kept as HEAD has them) on
+    /// HEAD, with `message` and the trailer line `trailer` (`Cordon-Run: <id>`). `Ok(None)` when
+    /// there is nothing to commit.
+    pub fn commit(
+        &self,
+        workspace: &View,
+        message: &str,
+        trailer: &str,
+        exclude: &[WsPath],
+        cache: &mut StatCache,
+    ) -> Result<Option<Committed>, GitError> {
+        self.check_pinned()?;
+        self.refuse_tampering()?;
+        let head = self.head()?;
+        let (head_tree, head_message) = self.commit_parts(&head)?;
+        if head_message.lines().any(|line| line.trim() == trailer) {
+            return Ok(Some(Committed {
+                sha: head.to_string(),
+                created: false,
+                files: Vec::new(),
+            }));
+        }
+        let head_flat = tree::flatten(&self.objects, &head_tree)?;
+        let snapshot = self.snapshot(workspace, &head_flat, Ignoring::WorkTree, cache)?;
+        let flat = staged(&snapshot, &head_flat, exclude);
+        if flat == head_flat {
+            return Ok(None);
+        }
+        let changed = crate::diff::changes(&head_flat, &flat);
+        self.refuse_object_links()?;
+        for (path, change) in &changed {
+            let entry = match change {
+                crate::diff::Change::Added(entry)
+                | crate::diff::Change::Modified { new: entry, .. } => entry,
+                crate::diff::Change::Deleted(_) => continue,
+            };
+            self.write_blob(workspace, path, entry, &snapshot)?;
+        }
+        let tree = tree::write(&self.objects, &flat)?;
+        let signature = gix_actor::Signature {
+            name: BString::from(self.identity.name.as_str()),
+            email: BString::from(self.identity.email.as_str()),
+            time: gix_date::Time::now_utc(),
+        };
+        let full_message = format!("{}\n\n{trailer}\n", message.trim_end());
+        let commit = gix_object::Commit {
+            tree,
+            parents: vec![head].into(),
+            author: signature.clone(),
+            committer: signature.clone(),
+            encoding: None,
+            message: BString::from(full_message),
+            extra_headers: Vec::new(),
+        };
+        let id = self.write_object(&commit)?;
+        self.move_head(head, id, &signature)?;
+        self.write_index(&flat, &snapshot)?;
+        Ok(Some(Committed {
+            sha: id.to_string(),
+            created: true,
+            files: changed
+                .iter()
+                .map(|(path, _)| String::from_utf8_lossy(path).into_owned())
+                .collect(),
+        }))
+    }
+
+    fn write_object(&self, object: &dyn gix_object::WriteTo) -> Result<ObjectId, GitError> {
+        use gix_object::Write as _;
+        self.objects
+            .write(object)
+            .map_err(GitError::library("write an object"))
+    }
+
+    /// Refuses when the object directory or one of its fan-out directories is anything but a
+    /// real directory (gitoxide writes loose objects by path).
+    fn refuse_object_links(&self) -> Result<(), GitError> {
+        self.refuse_links(true, "objects", Expect::Directory)?;
+        for fan in 0..=255u8 {
+            self.refuse_links(true, &format!("objects/{fan:02x}"), Expect::Directory)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the blob of `entry` (a work-tree file or link at `path`) unless the store has it.
+    fn write_blob(
+        &self,
+        workspace: &View,
+        path: &[u8],
+        entry: &Entry,
+        snapshot: &Snapshot,
+    ) -> Result<(), GitError> {
+        use gix_object::{Exists as _, Write as _};
+        if entry.mode == Mode::Gitlink || self.objects.exists(&entry.id) {
+            return Ok(());
+        }
+        let hex = entry.id.to_hex().to_string();
+        let ws_path = WsPath::from_bytes(path).map_err(|_| {
+            GitError::Objects(format!(
+                "object {hex} for `{}` is missing from the repository",
+                String::from_utf8_lossy(path)
+            ))
+        })?;
+        let changed = || {
+            GitError::View(ViewError::Changed {
+                path: ws_path.to_string_lossy(),
+            })
+        };
+        let written = match entry.mode {
+            Mode::Link => {
+                let target = workspace.read_link(&ws_path)?.ok_or_else(changed)?;
+                self.objects
+                    .write_buf(gix_object::Kind::Blob, &target)
+                    .map_err(GitError::library("write a blob"))?
+            }
+            _ => {
+                let open = workspace.open_file(&ws_path)?.ok_or_else(changed)?;
+                let seen = snapshot.entries.get(path).and_then(|s| s.meta);
+                if seen.is_some_and(|m| m != open.meta) {
+                    return Err(changed());
+                }
+                let size = open.meta.size;
+                let mut reader = std::io::Read::take(open.file, size);
+                self.objects
+                    .write_stream(gix_object::Kind::Blob, size, &mut reader)
+                    .map_err(GitError::library("write a blob"))?
+            }
+        };
+        if written != entry.id {
+            return Err(changed());
+        }
+        Ok(())
+    }
+
+    /// Moves HEAD (through its branch) from `old` to `new`, with a reflog entry.
+    fn move_head(
+        &self,
+        old: ObjectId,
+        new: ObjectId,
+        signature: &gix_actor::Signature,
+    ) -> Result<(), GitError> {
+        use gix_ref::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+        // Every file the transaction writes, and the directories they sit in, checked first.
+        self.refuse_links(false, "HEAD", Expect::File)?;
+        self.refuse_links(false, "logs/HEAD", Expect::File)?;
+        let branch = self.head_branch()?;
+        if let Some(branch) = &branch {
+            self.refuse_links(true, branch, Expect::File)?;
+            self.refuse_links(true, &format!("logs/{branch}"), Expect::File)?;
+        }
+        let edit = RefEdit {
+            change: Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: BString::from("cordon: commit action"),
+                },
+                expected: PreviousValue::MustExistAndMatch(gix_ref::Target::Object(old)),
+                new: gix_ref::Target::Object(new),
+            },
+            name: "HEAD"
+                .try_into()
+                .map_err(|_| GitError::Objects("HEAD is not a reference name".to_owned()))?,
+            deref: true,
+        };
+        let mut time = gix_date::parse::TimeBuf::default();
+        self.refs
+            .transaction()
+            .prepare(
+                [edit],
+                gix_lock::acquire::Fail::Immediately,
+                gix_lock::acquire::Fail::Immediately,
+            )
+            .map_err(GitError::library("lock HEAD"))?
+            .commit(Some(signature.to_ref(&mut time)))
+            .map_err(GitError::library("move HEAD"))?;
+        Ok(())
+    }
+
+    /// The branch HEAD names (`refs/heads/main`), `None` when HEAD is detached.
+    fn head_branch(&self) -> Result<Option<String>, GitError> {
+        let head = self
+            .refs
+            .try_find("HEAD")
+            .map_err(GitError::library("read HEAD"))?
+            .ok_or(GitError::NoHead)?;
+        Ok(match head.target {
+            gix_ref::Target::Symbolic(name) => Some(name.as_bstr().to_str_lossy().into_owned()),
+            gix_ref::Target::Object(_) => None,
+        })
+    }
+
+    /// Rewrites the index so that it holds exactly `flat`, with the work tree's metadata for the
+    /// entries whose content was read (git then sees them unchanged without reading them).
+    fn write_index(&self, flat: &Flat, snapshot: &Snapshot) -> Result<(), GitError> {
+        use gix_index::entry::{Flags, Mode as IndexMode, Stat};
+        self.refuse_links(false, "index", Expect::File)?;
+        let mut state = gix_index::State::new(gix_hash::Kind::Sha1);
+        for (path, entry) in flat {
+            let stat = snapshot
+                .entries
+                .get(path)
+                .filter(|seen| seen.entry == *entry)
+                .and_then(|seen| seen.meta)
+                .map(|meta| {
+                    let time = |(secs, nsecs): (i64, u32)| gix_index::entry::stat::Time {
+                        secs: u32::try_from(secs).unwrap_or(0),
+                        nsecs,
+                    };
+                    Stat {
+                        mtime: time(meta.mtime),
+                        ctime: time(meta.ctime),
+                        dev: meta.dev as u32,
+                        ino: meta.ino as u32,
+                        uid: meta.uid,
+                        gid: meta.gid,
+                        size: meta.size as u32,
+                    }
+                })
+                .unwrap_or_default();
+            let mode = match entry.mode {
+                Mode::File => IndexMode::FILE,
+                Mode::Executable => IndexMode::FILE_EXECUTABLE,
+                Mode::Link => IndexMode::SYMLINK,
+                Mode::Gitlink => IndexMode::COMMIT,
+            };
+            state.dangerously_push_entry(stat, entry.id, Flags::empty(), mode, path.as_bstr());
+        }
+        state.sort_entries();
+        let mut file = gix_index::File::from_state(state, self.dirs.git_dir.join("index"));
+        file.write(gix_index::write::Options::default(), Default::default())
+            .map_err(GitError::library("write the index"))
+    }
+}
+
+/// The flat tree the commit records: the snapshot, with every `exclude` path (and what lies below
+/// it) as HEAD has it.
+fn staged(snapshot: &Snapshot, head: &Flat, exclude: &[WsPath]) -> Flat {
+    let excluded = |path: &[u8]| {
+        exclude.iter().any(|e| {
+            let e = e.as_bytes();
+            path.starts_with(e) && (path.len() == e.len() || path[e.len()] == b'/')
+        })
+    };
+    let mut flat: Flat = snapshot
+        .entries
+        .iter()
+        .filter(|(path, _)| !excluded(path))
+        .map(|(path, seen)| (path.clone(), seen.entry))
+        .collect();
+    for (path, entry) in head {
+        if excluded(path) {
+            flat.insert(path.clone(), *entry);
+        }
+    }
+    flat
+}

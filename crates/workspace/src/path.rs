@@ -1,0 +1,207 @@
+//! `WsPath`: a path inside the workspace — relative, `/`-separated, every component a plain name
+//! (no empty, `.`, `..` or `.git` component, no NUL), at most [`MAX_PATH`] bytes with components
+//! of at most [`MAX_NAME`] bytes. Nothing turns one into a path the kernel resolves except
+//! [`crate::View`], which resolves it beneath the workspace without following links.
+//!
+//! Names are bytes: a file name in a work tree need not be UTF-8, and git records it as it is.
+
+use std::fmt;
+
+/// The longest workspace path accepted, in bytes (Linux's `PATH_MAX` less the terminating NUL).
+pub const MAX_PATH: usize = 4095;
+/// The longest component, in bytes (Linux's `NAME_MAX`).
+pub const MAX_NAME: usize = 255;
+
+/// A validated workspace-relative path.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WsPath(Vec<u8>);
+
+/// Why a text is not a workspace path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("the path is empty")]
+    Empty,
+    #[error("the path is absolute; give it relative to the workspace")]
+    Absolute,
+    #[error("the path has an empty, `.` or `..` component")]
+    Component,
+    #[error("the path names something inside a `.git` directory")]
+    GitDir,
+    #[error("the path contains a NUL byte")]
+    Nul,
+    #[error("the path is longer than {MAX_PATH} bytes, or has a component longer than {MAX_NAME}")]
+    TooLong,
+}
+
+/// Whether `name` is `.git` in any letter case (a case-insensitive file system, or a tool that
+/// folds case, would treat `.GIT` as the git directory).
+pub fn is_git_name(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b".git")
+}
+
+fn check_name(name: &[u8]) -> Result<(), PathError> {
+    if name.is_empty() || name == b"." || name == b".." {
+        return Err(PathError::Component);
+    }
+    if name.contains(&0) {
+        return Err(PathError::Nul);
+    }
+    if is_git_name(name) {
+        return Err(PathError::GitDir);
+    }
+    if name.len() > MAX_NAME {
+        return Err(PathError::TooLong);
+    }
+    Ok(())
+}
+
+impl WsPath {
+    /// Parses `text` (bytes, `/`-separated).
+    pub fn from_bytes(text: &[u8]) -> Result<WsPath, PathError> {
+        if text.is_empty() {
+            return Err(PathError::Empty);
+        }
+        if text[0] == b'/' {
+            return Err(PathError::Absolute);
+        }
+        if text.len() > MAX_PATH {
+            return Err(PathError::TooLong);
+        }
+        for name in text.split(|&b| b == b'/') {
+            check_name(name)?;
+        }
+        Ok(WsPath(text.to_vec()))
+    }
+
+    /// Parses `text`. A trailing `/` is accepted and dropped (`dist/` names the directory).
+    pub fn new(text: &str) -> Result<WsPath, PathError> {
+        let text = text.strip_suffix('/').unwrap_or(text);
+        WsPath::from_bytes(text.as_bytes())
+    }
+
+    /// A one-component path.
+    pub fn name(name: &[u8]) -> Result<WsPath, PathError> {
+        check_name(name)?;
+        Ok(WsPath(name.to_vec()))
+    }
+
+    /// `self/name`.
+    pub fn join(&self, name: &[u8]) -> Result<WsPath, PathError> {
+        check_name(name)?;
+        if self.0.len() + 1 + name.len() > MAX_PATH {
+            return Err(PathError::TooLong);
+        }
+        let mut bytes = Vec::with_capacity(self.0.len() + 1 + name.len());
+        bytes.extend_from_slice(&self.0);
+        bytes.push(b'/');
+        bytes.extend_from_slice(name);
+        Ok(WsPath(bytes))
+    }
+
+    /// `base/name` when there is a base, else `name`.
+    pub fn child(base: Option<&WsPath>, name: &[u8]) -> Result<WsPath, PathError> {
+        match base {
+            Some(base) => base.join(name),
+            None => WsPath::name(name),
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The directory part (`None` at the top of the workspace) and the last component.
+    pub fn split(&self) -> (Option<&[u8]>, &[u8]) {
+        match self.0.iter().rposition(|&b| b == b'/') {
+            Some(at) => (Some(&self.0[..at]), &self.0[at + 1..]),
+            None => (None, &self.0),
+        }
+    }
+
+    /// The last component.
+    pub fn file_name(&self) -> &[u8] {
+        self.split().1
+    }
+
+    /// The components, in order.
+    pub fn components(&self) -> impl Iterator<Item = &[u8]> {
+        self.0.split(|&b| b == b'/')
+    }
+
+    /// Whether `self` is `other` or lies below it.
+    pub fn starts_with(&self, other: &WsPath) -> bool {
+        self.0.starts_with(&other.0)
+            && (self.0.len() == other.0.len() || self.0[other.0.len()] == b'/')
+    }
+
+    /// The path as text, invalid UTF-8 replaced (for messages and events; escape before a
+    /// terminal).
+    pub fn to_string_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
+    }
+}
+
+impl fmt::Debug for WsPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WsPath({:?})", String::from_utf8_lossy(&self.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_paths_are_plain_relative_names() {
+        for (text, expected) in [
+            ("a", Ok(())),
+            ("a/b.txt", Ok(())),
+            ("dist/", Ok(())),
+            (".github/workflows/x.yml", Ok(())),
+            (".gitignore", Ok(())),
+            ("a/.git-keep", Ok(())),
+            ("", Err(PathError::Empty)),
+            ("/etc/passwd", Err(PathError::Absolute)),
+            ("a//b", Err(PathError::Component)),
+            ("./a", Err(PathError::Component)),
+            ("a/../b", Err(PathError::Component)),
+            ("..", Err(PathError::Component)),
+            (".git/config", Err(PathError::GitDir)),
+            ("sub/.GIT/hooks", Err(PathError::GitDir)),
+            ("a\0b", Err(PathError::Nul)),
+        ] {
+            assert_eq!(WsPath::new(text).map(|_| ()), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn lengths_are_bounded_by_the_kernel_limits() {
+        let long_name = "x".repeat(MAX_NAME + 1);
+        assert_eq!(WsPath::new(&long_name), Err(PathError::TooLong));
+        let deep = vec!["d"; MAX_PATH / 2 + 2].join("/");
+        assert_eq!(WsPath::new(&deep), Err(PathError::TooLong));
+        let fits = vec!["d"; MAX_PATH / 2].join("/");
+        assert!(WsPath::new(&fits).is_ok());
+        let base = WsPath::new(&fits).unwrap();
+        assert_eq!(base.join(b"more"), Err(PathError::TooLong));
+    }
+
+    #[test]
+    fn splitting_and_prefixes_follow_components() {
+        let path = WsPath::new("a/b/c.md").unwrap();
+        assert_eq!(path.split(), (Some(&b"a/b"[..]), &b"c.md"[..]));
+        assert_eq!(WsPath::new("top").unwrap().split(), (None, &b"top"[..]));
+        assert!(path.starts_with(&WsPath::new("a/b").unwrap()));
+        assert!(!path.starts_with(&WsPath::new("a/bc").unwrap()));
+        assert!(
+            !WsPath::new("a/bc")
+                .unwrap()
+                .starts_with(&WsPath::new("a/b").unwrap())
+        );
+        assert_eq!(path.components().count(), 3);
+        assert_eq!(
+            WsPath::from_bytes(b"caf\xe9").unwrap().to_string_lossy(),
+            "caf\u{fffd}"
+        );
+    }
+}
