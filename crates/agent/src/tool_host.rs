@@ -55,14 +55,30 @@ pub struct BashOutput {
     pub stderr: Vec<u8>,
 }
 
-/// The host could not run the process at all (the session is gone, the sandbox failed). This
-/// stops the step; a command that merely fails is a [`BashOutput`] with its exit code.
+/// The host could not run the process at all. This stops the step; a command that merely fails
+/// is a [`BashOutput`] with its exit code.
 #[derive(Debug, thiserror::Error)]
-#[error("the sandbox could not run an agent tool: {message}")]
-pub struct ToolHostError {
-    pub message: String,
-    #[source]
-    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+pub enum ToolHostError {
+    /// A required sandbox layer (or a requested cap) cannot be enforced: exit 3.
+    #[error("{0}")]
+    Refused(cordon_protocol::Refusal),
+    /// The session is gone or the sandbox failed.
+    #[error("the sandbox could not run an agent tool: {message}")]
+    Failed {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl ToolHostError {
+    /// A failure described by `message`.
+    pub fn failed(message: impl Into<String>) -> ToolHostError {
+        ToolHostError::Failed {
+            message: message.into(),
+            source: None,
+        }
+    }
 }
 
 /// Runs tool processes inside the step's sandbox session.

@@ -1,15 +1,12 @@
 //! Finding and loading the operator policy file (DESIGN §5) for `run` and `policy`: `--policy
 //! FILE`, else the default file if it exists, refused inside the workspace.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cordon_pipeline::policy::{self, OperatorPolicy, PolicyPath};
 
 /// The operator policy and the file it came from (`None`: no file, the empty policy).
-pub struct Operator {
-    pub policy: OperatorPolicy,
-    pub path: Option<PathBuf>,
-}
+pub use cordon_engine::run::Operator;
 
 /// Loads `flag`, else the default file if it exists. A file inside `workspace` (when there is
 /// one: `cordon proxy` has none) is refused: agents can edit the workspace, and pipelines never

@@ -11,6 +11,7 @@ use std::io::{IsTerminal as _, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use cordon_protocol::text::escape_line;
 use cordon_protocol::{Event, Record, RunId};
 use cordon_web::{Graph, ResourceSample, RunView, StepStatus, StepView};
 
@@ -136,7 +137,8 @@ impl Progress {
                         let _ = write!(err, "\x1b[{}A\r\x1b[J", inner.drawn);
                         inner.drawn = 0;
                     }
-                    let _ = writeln!(err, "{line}");
+                    // A notice carries text the sandbox made (reasons, messages): escaped.
+                    let _ = writeln!(err, "{}", escape_line(&line));
                 }
                 redraw(&mut inner);
             }
@@ -144,8 +146,10 @@ impl Progress {
                 // A closed stderr (`cordon run … 2>&1 | head`) must not stop the run: write,
                 // never panic.
                 let line = plain_line(&inner.view, record).or_else(|| notice(&inner.view, record));
+                // Plain lines hold no escape sequence of cordon's own: the whole line is escaped,
+                // so nothing a step wrote reaches the terminal as a control character.
                 if let Some(line) = line {
-                    let _ = writeln!(std::io::stderr().lock(), "{line}");
+                    let _ = writeln!(std::io::stderr().lock(), "{}", escape_line(&line));
                 }
             }
         }
@@ -315,10 +319,11 @@ fn plain_line(view: &RunView, record: &Record) -> Option<String> {
     }
 }
 
-/// Why the step's latest attempt failed, in one line: its reason, else its exit status.
+/// Why the step's latest attempt failed, in one line: its reason (escaped: it may hold what a
+/// step or a model wrote), else its exit status.
 fn failure(step: &StepView) -> Option<String> {
     match (&step.reason, step.exit_code) {
-        (Some(reason), _) => Some(first_line(reason).to_owned()),
+        (Some(reason), _) => Some(escape_line(first_line(reason)).into_owned()),
         (None, Some(code)) if code != 0 => Some(format!("exit {code}")),
         _ => None,
     }
@@ -334,7 +339,14 @@ fn notice(view: &RunView, record: &Record) -> Option<String> {
             Some(format!("{step:<width$}  setup ran (exit {exit_code})"))
         }
         Event::SetupCached { .. } => Some(format!("{step:<width$}  setup up to date")),
-        Event::CommitCreated { sha } => Some(format!("{step:<width$}  committed {sha}")),
+        Event::CommitCreated { sha, files } => Some(format!(
+            "{step:<width$}  committed {sha} ({} file{})",
+            files.len(),
+            if files.len() == 1 { "" } else { "s" }
+        )),
+        Event::EgressDropped { count } => Some(format!(
+            "{step:<width$}  egress: {count} more records not stored (the session's cap)"
+        )),
         Event::ResourcesWarning { message } => {
             Some(format!("{step:<width$}  warning: {}", first_line(message)))
         }
@@ -377,7 +389,9 @@ fn summary(view: &RunView, now: u64) -> String {
         _ => String::new(),
     };
     let ending = match (view.outcome, &view.reason) {
-        (Some(outcome), Some(reason)) => format!("{}: {}", outcome.as_str(), first_line(reason)),
+        (Some(outcome), Some(reason)) => {
+            format!("{}: {}", outcome.as_str(), escape_line(first_line(reason)))
+        }
         (Some(outcome), None) => outcome.as_str().to_owned(),
         (None, _) => format!("stopped; continue with `cordon run --resume {}`", view.id),
     };

@@ -15,6 +15,7 @@
 
 mod audit;
 mod body;
+mod coalesce;
 mod connect;
 mod connection;
 mod dial;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use audit::{AuditDecision, AuditKind, AuditRecord, AuditSink, JsonLinesSink, NoAudit, Proto};
+pub use coalesce::{Coalescer, SESSION_RECORDS, WINDOW};
 #[doc(hidden)]
 pub use fuzzing::request_head as fuzz_request_head;
 pub use listener::{Identity, ListenerHandle, Shutdown, ShutdownSignal};

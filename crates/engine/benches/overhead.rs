@@ -1,5 +1,5 @@
 //! Engine overhead per command step: a 50-step pipeline of `true` run by the engine (events,
-//! fsyncs, fingerprints, routing) against the same 50 sessions opened and run directly, and
+//! fsyncs, diffs, routing) against the same 50 sessions opened and run directly, and
 //! against 50 `cordon exec -- true` processes when `CORDON_BIN` names a cordon binary (the
 //! binary is also the sessions' init program; default `target/release/cordon`).
 
@@ -58,9 +58,13 @@ fn engine_run(ws: &Path, state: &Path, init: &InitProgram, round: u128) -> Durat
             snapshot: None,
         })
         .expect("run");
-    let host =
-        cordon_engine::host::HostGit::open(ws, &state.join(format!("scratch-{round}")), None)
-            .expect("git");
+    let env = |_: &str| None;
+    let host = cordon_engine::run::open_workspace(
+        ws,
+        Some(&state.join(format!("scratch-{round}"))),
+        &env,
+    )
+    .expect("git");
     let mut executor = SandboxExecutor::new(
         Workspace::open(ws).expect("ws"),
         init.clone(),
@@ -73,9 +77,8 @@ fn engine_run(ws: &Path, state: &Path, init: &InitProgram, round: u128) -> Durat
         store: &store,
         run,
         pipeline: &pipeline,
-        workspace: ws.to_path_buf(),
+        workspace: &host,
         executor: &mut executor,
-        host: Some(&host),
         secrets: &secrets,
         refresh: false,
         tooling: Vec::new(),

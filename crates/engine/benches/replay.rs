@@ -58,6 +58,7 @@ fn main() {
                 exit_code: Some(0),
                 reason: None,
                 diff: None,
+                output_omitted_bytes: None,
             },
         ];
         for event in events {

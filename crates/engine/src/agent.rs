@@ -6,11 +6,14 @@
 use std::path::Path;
 
 use cordon_agent::Journal;
+use cordon_agent::provider::SetupError;
+use cordon_agent::{ProviderError, ToolHostError};
 use cordon_pipeline::{AgentStep, Pipeline, Step};
 use cordon_protocol::event::Verdict;
-use cordon_protocol::{Attempt, Record};
+use cordon_protocol::{Attempt, Record, Refusal};
 
-use crate::agent_step::AgentStepError;
+use crate::ErrorClass;
+
 use crate::executor::StepSession;
 
 /// What the driver gets for one attempt.
@@ -65,5 +68,57 @@ pub trait AgentDriver {
         task: &AgentTask<'_>,
         session: &mut dyn StepSession,
         journal: &mut dyn Journal,
-    ) -> Result<AgentVerdict, AgentStepError>;
+    ) -> Result<AgentVerdict, DriverError>;
+}
+
+/// Why an agent step could not run or finish — the seam's own error, whatever the driver. Not a
+/// failed attempt: those are verdicts.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The provider cannot be built (missing key variable, bad `base_url`, `SSL_CERT_FILE`,
+    /// unreadable transcript): exit 2 before any sandbox starts.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// A context file is not in the run's tooling snapshot.
+    #[error(
+        "the context file `{0}` is not in the run's tooling snapshot; commit it and start a new run"
+    )]
+    ContextFile(String),
+    /// The step names an agent file the pipeline did not load.
+    #[error("the agent `{0}` has no agent file in the pipeline")]
+    UnknownAgent(String),
+    /// 401/403 from the provider: exit 2.
+    #[error(transparent)]
+    Auth(ProviderError),
+    /// The provider still failed after its retries: the run stops, resumable, without using up
+    /// an attempt (exit 1).
+    #[error("{0}")]
+    Provider(ProviderError),
+    /// A sandbox layer is missing (exit 3).
+    #[error("{0}")]
+    Refused(Refusal),
+    /// The session broke under the agent.
+    #[error(transparent)]
+    Host(ToolHostError),
+    /// The store failed (or an observer stopped the run).
+    #[error(transparent)]
+    Journal(cordon_agent::JournalError),
+}
+
+impl DriverError {
+    /// The exit-code class of Appendix A.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            DriverError::Setup(_)
+            | DriverError::ContextFile(_)
+            | DriverError::UnknownAgent(_)
+            | DriverError::Auth(_) => ErrorClass::Usage,
+            // An untrusted certificate is configuration (`SSL_CERT_FILE`), not a passing outage.
+            DriverError::Provider(ProviderError::Tls { .. }) => ErrorClass::Usage,
+            DriverError::Refused(_) => ErrorClass::Layer,
+            DriverError::Provider(_) | DriverError::Host(_) | DriverError::Journal(_) => {
+                ErrorClass::Runtime
+            }
+        }
+    }
 }

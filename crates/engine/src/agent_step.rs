@@ -26,8 +26,7 @@ use cordon_protocol::{Attempt, Event, Record, StepName};
 
 use sha2::{Digest, Sha256};
 
-use crate::ErrorClass;
-use crate::agent::{AgentDriver, AgentTask, AgentVerdict};
+use crate::agent::{AgentDriver, AgentTask, AgentVerdict, DriverError};
 use crate::executor::{ExecError, StepSession};
 
 /// The model name used in events when a replay pipeline names none.
@@ -48,71 +47,14 @@ pub struct LoopDriver {
     grants: Box<dyn Grants>,
 }
 
-/// Why an agent step could not run or finish. Not a failed attempt: those are verdicts.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentStepError {
-    /// The provider cannot be built (missing key variable, bad `base_url`, `SSL_CERT_FILE`,
-    /// unreadable transcript): exit 2 before any sandbox starts.
-    #[error(transparent)]
-    Setup(#[from] SetupError),
-    /// A context file is not in the run's tooling snapshot.
-    #[error(
-        "the context file `{0}` is not in the run's tooling snapshot; commit it and start a new run"
-    )]
-    ContextFile(String),
-    /// The step names an agent file the pipeline did not load.
-    #[error("the agent `{0}` has no agent file in the pipeline")]
-    UnknownAgent(String),
-    /// 401/403 from the provider: exit 2.
-    #[error(transparent)]
-    Auth(ProviderError),
-    /// The provider still failed after its retries: the run stops, resumable, without using up
-    /// an attempt (exit 1).
-    #[error("{0}")]
-    Provider(ProviderError),
-    /// A sandbox layer is missing (exit 3).
-    #[error("{0}")]
-    Refused(String),
-    /// The session broke under the agent.
-    #[error(transparent)]
-    Host(ToolHostError),
-    /// The store failed (or an observer stopped the run).
-    #[error(transparent)]
-    Journal(cordon_agent::JournalError),
-}
-
-impl AgentStepError {
-    /// The exit-code class of Appendix A.
-    pub fn class(&self) -> ErrorClass {
-        match self {
-            AgentStepError::Setup(_)
-            | AgentStepError::ContextFile(_)
-            | AgentStepError::UnknownAgent(_)
-            | AgentStepError::Auth(_) => ErrorClass::Usage,
-            // An untrusted certificate is configuration (`SSL_CERT_FILE`), not a passing outage.
-            AgentStepError::Provider(ProviderError::Tls { .. }) => ErrorClass::Usage,
-            AgentStepError::Refused(_) => ErrorClass::Layer,
-            AgentStepError::Provider(_) | AgentStepError::Host(_) | AgentStepError::Journal(_) => {
-                ErrorClass::Runtime
-            }
-        }
-    }
-}
-
-impl From<AgentError> for AgentStepError {
-    fn from(err: AgentError) -> AgentStepError {
+impl From<AgentError> for DriverError {
+    fn from(err: AgentError) -> DriverError {
         match err {
-            AgentError::Provider(err @ ProviderError::Auth { .. }) => AgentStepError::Auth(err),
-            AgentError::Provider(err) => AgentStepError::Provider(err),
-            AgentError::Host(err) => match err
-                .source
-                .as_deref()
-                .and_then(|s| s.downcast_ref::<Refusal>())
-            {
-                Some(Refusal(message)) => AgentStepError::Refused(message.clone()),
-                None => AgentStepError::Host(err),
-            },
-            AgentError::Journal(err) => AgentStepError::Journal(err),
+            AgentError::Provider(err @ ProviderError::Auth { .. }) => DriverError::Auth(err),
+            AgentError::Provider(err) => DriverError::Provider(err),
+            AgentError::Host(ToolHostError::Refused(refusal)) => DriverError::Refused(refusal),
+            AgentError::Host(err) => DriverError::Host(err),
+            AgentError::Journal(err) => DriverError::Journal(err),
         }
     }
 }
@@ -127,7 +69,7 @@ impl LoopDriver {
         files: &dyn Fn(&RelPath) -> Option<String>,
         env: &dyn Fn(&str) -> Option<OsString>,
         record: Option<Box<dyn Write + Send>>,
-    ) -> Result<Option<LoopDriver>, AgentStepError> {
+    ) -> Result<Option<LoopDriver>, DriverError> {
         let has_agents = pipeline
             .steps
             .iter()
@@ -169,7 +111,7 @@ impl LoopDriver {
                         path: path.to_string(),
                         text,
                     })
-                    .ok_or_else(|| AgentStepError::ContextFile(path.to_string()))
+                    .ok_or_else(|| DriverError::ContextFile(path.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(LoopDriver {
@@ -236,13 +178,13 @@ impl AgentDriver for LoopDriver {
         input: &AgentTask<'_>,
         session: &mut dyn StepSession,
         journal: &mut dyn Journal,
-    ) -> Result<AgentVerdict, AgentStepError> {
+    ) -> Result<AgentVerdict, DriverError> {
         let step = input.agent;
         let agent = input
             .pipeline
             .agents
             .get(&step.agent)
-            .ok_or_else(|| AgentStepError::UnknownAgent(step.agent.to_string()))?;
+            .ok_or_else(|| DriverError::UnknownAgent(step.agent.to_string()))?;
         let workspace = input.workspace.display().to_string();
         let task = task(input, step, &self.context, &workspace);
         let model = step
@@ -291,14 +233,14 @@ impl AgentDriver for LoopDriver {
                 grants: &mut *self.grants,
             },
         );
-        journal.flush().map_err(AgentStepError::Journal)?;
+        journal.flush().map_err(DriverError::Journal)?;
         let outcome = outcome?;
         let final_text = match outcome {
             AgentOutcome::Failed { reason } => return Ok(AgentVerdict::fail(reason)),
             AgentOutcome::Finished { text } => text,
         };
         let missing = missing_files(&mut host, &step.sandbox.produces)
-            .map_err(|e| AgentStepError::from(AgentError::Host(e)))?;
+            .map_err(|e| DriverError::from(AgentError::Host(e)))?;
         for path in step
             .sandbox
             .produces
@@ -309,17 +251,17 @@ impl AgentDriver for LoopDriver {
                 .event(Event::ArtifactWritten {
                     path: path.to_string(),
                 })
-                .map_err(AgentStepError::Journal)?;
+                .map_err(DriverError::Journal)?;
         }
         if !missing.is_empty() {
-            journal.flush().map_err(AgentStepError::Journal)?;
+            journal.flush().map_err(DriverError::Journal)?;
             return Ok(AgentVerdict::fail(format!(
                 "expected output missing: {}",
                 missing.join(", ")
             )));
         }
         let verdict = decide(step, &final_text, &mut host, journal);
-        journal.flush().map_err(AgentStepError::Journal)?;
+        journal.flush().map_err(DriverError::Journal)?;
         verdict
     }
 }
@@ -355,21 +297,21 @@ fn decide(
     final_text: &str,
     host: &mut SessionHost<'_>,
     journal: &mut dyn Journal,
-) -> Result<AgentVerdict, AgentStepError> {
+) -> Result<AgentVerdict, DriverError> {
     let Some(verdicts) = &step.verdicts else {
         return Ok(AgentVerdict::pass());
     };
     let judgement = match &step.artifact {
         None => judge(verdicts, final_text, "the agent's final message"),
         Some(path) => match read_text(host, path.as_str())
-            .map_err(|e| AgentStepError::from(AgentError::Host(e)))?
+            .map_err(|e| DriverError::from(AgentError::Host(e)))?
         {
             FileText::Text(text) => {
                 journal
                     .event(Event::ArtifactWritten {
                         path: path.to_string(),
                     })
-                    .map_err(AgentStepError::Journal)?;
+                    .map_err(DriverError::Journal)?;
                 judge(verdicts, &text, &format!("`{path}`"))
             }
             FileText::Missing => Judgement::Fail(format!(
@@ -408,11 +350,6 @@ fn missing_files(
         .map(str::to_owned)
         .collect())
 }
-
-/// A missing sandbox layer, carried through [`ToolHostError::source`] so it keeps exit 3.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct Refusal(String);
 
 /// The loop's tool host over the step's session. The session runs an argv with the session's
 /// environment; standard input and per-call timeouts are built inside the sandbox from
@@ -477,18 +414,12 @@ impl SessionHost<'_> {
                 buffer.push(stream, bytes);
             })
             .map_err(|err| match err {
-                ExecError::Refused(message) => ToolHostError {
-                    message: message.clone(),
-                    source: Some(Box::new(Refusal(message))),
-                },
-                ExecError::Failed(message) => ToolHostError {
-                    message,
-                    source: None,
-                },
+                ExecError::Refused(refusal) => ToolHostError::Refused(refusal),
+                ExecError::Failed(message) => ToolHostError::failed(message),
             })?;
         // Egress decisions the process caused go in before its `sandbox.exec`.
         if let Some(side) = self.session.side_events() {
-            self.execs.borrow_mut().extend(crate::egress::drain(&side));
+            self.execs.borrow_mut().extend(side.drain());
         }
         self.execs.borrow_mut().push(Event::SandboxExec {
             argv_digest: crate::setup::hex(&Sha256::digest(argv.join("\0").as_bytes())),
@@ -527,13 +458,10 @@ impl SessionHost<'_> {
             ];
             let (_, output) = self.exec(&argv)?;
             if output.exit_code != 0 {
-                return Err(ToolHostError {
-                    message: format!(
-                        "could not stage a tool's input in the sandbox's /tmp: {}",
-                        String::from_utf8_lossy(&output.stderr).trim()
-                    ),
-                    source: None,
-                });
+                return Err(ToolHostError::failed(format!(
+                    "could not stage a tool's input in the sandbox's /tmp: {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                )));
             }
         }
         Ok(name)
@@ -763,7 +691,7 @@ steps:
     const AGENT: &str = "---\nname: review\n---\nYou review.\n";
 
     /// The demo pipeline and a driver replaying `transcript`.
-    fn driver(transcript: &str) -> Result<(Pipeline, Option<LoopDriver>), AgentStepError> {
+    fn driver(transcript: &str) -> Result<(Pipeline, Option<LoopDriver>), DriverError> {
         let files: BTreeMap<std::path::PathBuf, String> = [
             ("/p/agents/review.agent.md", AGENT),
             ("/p/t.jsonl", transcript),
@@ -974,7 +902,7 @@ steps:
         let err = LoopDriver::prepare(&pipeline, &|_| Some(String::new()), &|_| None, None)
             .err()
             .expect("no key");
-        assert_eq!(err.class(), ErrorClass::Usage);
+        assert_eq!(err.class(), crate::ErrorClass::Usage);
         assert!(
             err.to_string()
                 .starts_with("the API key variable `CORDON_TEST_NO_SUCH_KEY` is not set"),
@@ -998,6 +926,7 @@ steps:
             exit_code: None,
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         };
         let records = [
             // A first process answered one call, then died; the second started the attempt

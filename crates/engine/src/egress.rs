@@ -12,11 +12,10 @@
 //! with a `policy.refuse` event).
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use cordon_egress::proxy::{
-    AuditDecision, AuditKind, AuditRecord, AuditSink, Identity, Limits, ListenerHandle, Proxy,
-    ProxyConfig,
+    AuditKind, AuditRecord, AuditSink, Identity, Limits, ListenerHandle, Proxy, ProxyConfig,
 };
 use cordon_egress::{
     Cidr, GrantBounds, HostName, Mode, Pattern, PatternList, Policy, PolicySpec, StaticResolver,
@@ -27,14 +26,7 @@ use cordon_pipeline::policy::OperatorPolicy;
 use cordon_protocol::{Event, RunId};
 
 use crate::executor::{Purpose, SessionSpec};
-
-/// Events a session produced on its own (audit records), waiting for the engine to append them.
-pub type SideEvents = Arc<Mutex<Vec<Event>>>;
-
-/// Takes every queued event, oldest first.
-pub fn drain(events: &SideEvents) -> Vec<Event> {
-    std::mem::take(&mut *events.lock().unwrap_or_else(PoisonError::into_inner))
-}
+use crate::side::SideEvents;
 
 /// The run's egress: the operator policy's part of every session policy and the runtime the
 /// listeners are served on.
@@ -153,14 +145,14 @@ impl Egress {
     ) -> std::io::Result<SessionEgress> {
         let mut resolver = StaticResolver::new();
         resolver.insert_unset(&self.resolve);
-        let events = SideEvents::new(Mutex::new(first));
+        let events = SideEvents::new(first);
         let proxy = Proxy::new(ProxyConfig {
             policy: Arc::new(Policy::new(spec)),
             // Operator `[resolve]` answers first; every other name through the system
             // resolver, asked for the fully qualified name.
             resolver: Arc::new(resolver.or(SystemResolver::default())),
             audit: Arc::new(EventSink {
-                events: Arc::clone(&events),
+                events: events.clone(),
             }),
             limits: Limits::default(),
         });
@@ -192,7 +184,7 @@ pub struct SessionEgress {
 impl SessionEgress {
     /// The queue its audit events arrive in.
     pub fn events(&self) -> SideEvents {
-        Arc::clone(&self.events)
+        self.events.clone()
     }
 
     /// Stops the listener; open connections get the proxy's grace period, then are dropped (call
@@ -223,24 +215,8 @@ struct EventSink {
 
 impl AuditSink for EventSink {
     fn record(&self, kind: AuditKind, record: &AuditRecord) -> std::io::Result<()> {
-        let data = convert(record)?;
-        let event = match (kind, record.decision) {
-            (AuditKind::Close, _) => Event::EgressClose(data),
-            (AuditKind::Decision, AuditDecision::Allow) => Event::EgressAllow(data),
-            (AuditKind::Decision, AuditDecision::Deny) => Event::EgressDeny(data),
-        };
-        self.events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(event);
-        Ok(())
+        self.events.audit(kind, record)
     }
-}
-
-/// The proxy's record as the event's data: the same Appendix A fields, through their JSON form.
-fn convert(record: &AuditRecord) -> std::io::Result<cordon_protocol::event::AuditRecord> {
-    let value = serde_json::to_value(record).map_err(std::io::Error::other)?;
-    serde_json::from_value(value).map_err(std::io::Error::other)
 }
 
 /// The operator's grant bounds: `[grants]` allow and deny, and the operator `deny`.

@@ -3,7 +3,7 @@
 //! the log — which is what makes a resumed run converge to the same route.
 
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -18,14 +18,14 @@ use crate::agent::{AgentDriver, AgentTask, AgentVerdict};
 use crate::executor::{
     ExecError, Executor, Gauges, Purpose, SessionSpec, StepSession, Tick, Watch,
 };
-use crate::fingerprint::Fingerprint;
-use crate::host::HostGit;
-use crate::output::LineBuffer;
+use crate::output::{LineBuffer, OutputBudget};
 use crate::resources::{GuardedSession, Monitor, ResourceGuard};
-use crate::schedule::{self, Action};
+use crate::schedule::{self, Action, Cleanup};
 use crate::secrets::Secrets;
 use crate::setup;
 use crate::state::RunState;
+use crate::workspace::{HostWorkspace, Missing};
+use cordon_workspace::WsPath;
 
 /// What an observer tells the engine after seeing a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,16 +59,14 @@ pub struct RunContext<'a> {
     pub store: &'a Store,
     pub run: RunId,
     pub pipeline: &'a Pipeline,
-    /// The workspace (canonical).
-    pub workspace: PathBuf,
+    /// The workspace (its view, and its repository for diffs and the commit action).
+    pub workspace: &'a HostWorkspace,
     pub executor: &'a mut dyn Executor,
-    /// `None` only in engine tests that use no commit action or diffs.
-    pub host: Option<&'a HostGit>,
     pub secrets: &'a Secrets,
     /// Rerun setup hooks even when their stamp matches (`--refresh`).
     pub refresh: bool,
-    /// Paths the commit action leaves out (tooling files), workspace-relative.
-    pub tooling: Vec<String>,
+    /// The run's tooling paths: read-only in every session, never committed.
+    pub tooling: Vec<WsPath>,
     /// Runs agent steps; `None` when the pipeline has none (an agent step then fails).
     pub agents: Option<&'a mut dyn AgentDriver>,
 }
@@ -77,9 +75,13 @@ pub struct Engine<'a> {
     cx: RunContext<'a>,
     state: RunState,
     observer: &'a mut dyn Observer,
-    /// The workspace fingerprint and diff blob of the last diff taken, so an attempt that
-    /// changed nothing reuses it instead of running git again.
-    last_diff: Option<(Fingerprint, Option<cordon_protocol::event::BlobId>)>,
+    /// The work tree and diff blob of the last diff taken, so an attempt that changed nothing
+    /// reuses the blob.
+    last_diff: Option<(cordon_git::Flat, Option<cordon_protocol::event::BlobId>)>,
+    /// Blob ids of work-tree files already hashed, by path and metadata.
+    cache: cordon_git::StatCache,
+    /// The current attempt's stored output against `isolation.output_limit`.
+    budget: OutputBudget,
     /// The resource guardrail (`[limits]`); `None` samples nothing.
     guard: Option<ResourceGuard>,
 }
@@ -117,6 +119,8 @@ impl<'a> Engine<'a> {
             state,
             observer,
             last_diff: None,
+            cache: cordon_git::StatCache::default(),
+            budget: OutputBudget::new(u64::MAX),
             guard: None,
         })
     }
@@ -134,7 +138,7 @@ impl<'a> Engine<'a> {
     pub fn start(&mut self, max_attempts: u32) -> Result<(), EngineError> {
         let event = Event::RunStarted {
             pipeline: self.cx.pipeline.name.clone(),
-            workspace: self.cx.workspace.display().to_string(),
+            workspace: self.cx.workspace.path().display().to_string(),
             attempt: Attempt::FIRST,
             max_attempts,
         };
@@ -165,9 +169,8 @@ impl<'a> Engine<'a> {
                 Action::RunStep {
                     step,
                     attempt,
-                    hygiene,
-                    rerun,
-                } => self.run_step(&step, attempt, hygiene, rerun),
+                    cleanup,
+                } => self.run_step(&step, attempt, cleanup),
                 Action::Route { from, to } => {
                     let (to, retry) = match to {
                         Route::Goto { step, retry } => (step.to_string(), retry),
@@ -208,16 +211,21 @@ impl<'a> Engine<'a> {
     }
 
     /// Every `produces` and `artifact` path of the pipeline, or of one step.
-    fn outputs<'p>(steps: impl Iterator<Item = &'p Step>) -> Vec<String> {
+    fn outputs<'p>(steps: impl Iterator<Item = &'p Step>) -> Vec<WsPath> {
         let mut paths = Vec::new();
         for step in steps {
             if let StepKind::Agent(agent) = &step.kind
                 && let Some(artifact) = &agent.artifact
             {
-                paths.push(artifact.to_string());
+                paths.extend(WsPath::new(artifact.as_str()).ok());
             }
             if let Some(sandbox) = step.kind.sandbox() {
-                paths.extend(sandbox.produces.iter().map(ToString::to_string));
+                paths.extend(
+                    sandbox
+                        .produces
+                        .iter()
+                        .filter_map(|p| WsPath::new(p.as_str()).ok()),
+                );
             }
         }
         paths.sort();
@@ -225,17 +233,25 @@ impl<'a> Engine<'a> {
         paths
     }
 
-    fn delete(&self, paths: &[String]) -> Result<(), Failure> {
+    /// Deletes declared outputs through the workspace view: a link itself, never its target; a
+    /// directory is left (and said so in an `error` event), and does not stop the run.
+    fn delete(&mut self, paths: &[WsPath]) -> Result<(), Failure> {
         for path in paths {
-            let full = self.cx.workspace.join(path);
-            match std::fs::remove_file(&full) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            match self.cx.workspace.remove_output(path) {
+                Ok(None) => {}
+                Ok(Some(note)) => {
+                    self.append(
+                        None,
+                        Event::Error {
+                            message: format!("a declared output was not deleted: {note}"),
+                        },
+                    )?;
+                }
                 Err(source) => {
                     return Err(EngineError::Workspace {
                         action: "delete",
-                        path: full,
-                        source,
+                        path: PathBuf::from(path.to_string_lossy()),
+                        source: std::io::Error::other(source.to_string()),
                     }
                     .into());
                 }
@@ -264,8 +280,8 @@ impl<'a> Engine<'a> {
             }
         }
         for path in Self::outputs(self.cx.pipeline.steps.iter()) {
-            if let Ok(text) = std::fs::read_to_string(self.cx.workspace.join(&path)) {
-                feedback.push_str(&format!("--- {path} ---\n{text}"));
+            if let Some(text) = self.cx.workspace.feedback(&path) {
+                feedback.push_str(&format!("--- {} ---\n{text}", path.to_string_lossy()));
                 if !text.ends_with('\n') {
                     feedback.push('\n');
                 }
@@ -279,25 +295,27 @@ impl<'a> Engine<'a> {
         &mut self,
         name: &StepName,
         attempt: Attempt,
-        hygiene: bool,
-        rerun: bool,
+        cleanup: Cleanup,
     ) -> Result<(), Failure> {
         let pipeline = self.cx.pipeline;
         let Some(step) = pipeline.step(name) else {
             return Ok(());
         };
-        if hygiene {
-            self.delete(&Self::outputs(pipeline.steps.iter()))?;
+        match cleanup {
+            Cleanup::None => {}
+            Cleanup::Hygiene => self.delete(&Self::outputs(pipeline.steps.iter()))?,
+            Cleanup::Rerun => {
+                self.delete(&Self::outputs(std::iter::once(step)))?;
+                // Every tool call gets exactly one result: calls the interruption left open are
+                // answered before the step restarts with a fresh conversation.
+                self.answer_open_calls(
+                    name,
+                    "interrupted: cordon stopped before this call returned",
+                )?;
+            }
         }
-        if rerun {
-            self.delete(&Self::outputs(std::iter::once(step)))?;
-            // Every tool call gets exactly one result: calls the interruption left open are
-            // answered before the step restarts with a fresh conversation.
-            self.answer_open_calls(
-                name,
-                "interrupted: cordon stopped before this call returned",
-            )?;
-        }
+        // A fresh output budget per attempt (its setup hook included).
+        self.budget = OutputBudget::new(pipeline.isolation.output_limit_bytes());
         if let Some(sandbox) = step.kind.sandbox()
             && let Some(setup) = &sandbox.setup
             && !self.state.setups.contains(name)
@@ -350,18 +368,32 @@ impl<'a> Engine<'a> {
         if verdict == Verdict::Pass
             && let Some(sandbox) = step.kind.sandbox()
         {
-            let missing: Vec<String> = sandbox
-                .produces
-                .iter()
-                .map(ToString::to_string)
-                .filter(|p| !self.cx.workspace.join(p).exists())
-                .collect();
+            let mut missing = Vec::new();
+            let mut unusable = Vec::new();
+            for declared in &sandbox.produces {
+                let checked = WsPath::new(declared.as_str())
+                    .map_err(|err| Missing::Unusable(format!("{declared}: {err}")))
+                    .and_then(|path| self.cx.workspace.produced(&path));
+                match checked {
+                    Ok(()) => {}
+                    Err(Missing::Absent) => missing.push(declared.to_string()),
+                    Err(Missing::Unusable(why)) => unusable.push(why),
+                }
+            }
+            let mut reasons = Vec::new();
             if !missing.is_empty() {
+                reasons.push(format!("expected output missing: {}", missing.join(", ")));
+            }
+            if !unusable.is_empty() {
+                reasons.push(format!("expected output unusable: {}", unusable.join("; ")));
+            }
+            if !reasons.is_empty() {
                 verdict = Verdict::Fail;
-                reason = Some(format!("expected output missing: {}", missing.join(", ")));
+                reason = Some(reasons.join("; "));
             }
         }
         let diff = self.diff_blob()?;
+        let omitted = self.budget.omitted();
         self.append(
             Some(name),
             Event::StepFinished {
@@ -370,6 +402,7 @@ impl<'a> Engine<'a> {
                 exit_code,
                 reason,
                 diff,
+                output_omitted_bytes: (omitted > 0).then_some(omitted),
             },
         )?;
         Ok(())
@@ -410,7 +443,7 @@ impl<'a> Engine<'a> {
         let Some(guard) = &self.guard else {
             return Ok(false);
         };
-        let reading = guard.reading(&self.cx.workspace, gauges);
+        let reading = guard.reading(self.cx.workspace.path(), gauges);
         let events = monitor.borrow_mut().observe(&reading, Instant::now());
         for event in events {
             self.append(Some(step), event)?;
@@ -459,7 +492,7 @@ impl<'a> Engine<'a> {
         let spec = self.spec(step, attempt, Purpose::Step);
         let mut session = match self.cx.executor.open(&spec) {
             Ok(session) => session,
-            Err(ExecError::Refused(message)) => return Err(EngineError::Refused(message).into()),
+            Err(ExecError::Refused(refusal)) => return Err(EngineError::Refused(refusal).into()),
             Err(ExecError::Failed(message)) => return Ok(Err(message)),
         };
         let opened = self.append(
@@ -475,7 +508,7 @@ impl<'a> Engine<'a> {
             return Err(failure);
         }
         let feedback = self.state.feedback.clone();
-        let workspace = self.cx.workspace.clone();
+        let workspace = self.cx.workspace.path().to_path_buf();
         let task = AgentTask {
             pipeline: self.cx.pipeline,
             step,
@@ -521,6 +554,8 @@ impl<'a> Engine<'a> {
                 None
             }
         };
+        // The rest, coalesced records and tunnel closes included (the listener has stopped).
+        self.finish_side(&step.name, side.as_ref())?;
         if let Some(reason) = exhausted {
             // The loop ended on the exhausted disk (a refused call, or its own end): the
             // attempt fails with the reason, and every call it left open gets its result.
@@ -541,7 +576,7 @@ impl<'a> Engine<'a> {
         hook: &cordon_pipeline::Setup,
         attempt: Attempt,
     ) -> Result<bool, Failure> {
-        let stamp = setup::stamp(hook, &self.cx.workspace);
+        let stamp = setup::stamp(hook, self.cx.workspace);
         if !self.cx.refresh && self.cx.store.has_stamp(&stamp)? {
             self.append(Some(&step.name), Event::SetupCached { stamp })?;
             return Ok(true);
@@ -592,9 +627,15 @@ impl<'a> Engine<'a> {
                 duration_ms,
             },
         )?;
-        let Some(reason) = failure else {
+        let Some(mut reason) = failure else {
             return Ok(true);
         };
+        if self.budget.omitted() > 0 {
+            reason.push_str(&format!(
+                " ({} bytes of output past the output limit were not stored)",
+                self.budget.omitted()
+            ));
+        }
         self.append(
             None,
             Event::RunFinished {
@@ -622,7 +663,7 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|p| PathBuf::from(p.as_str()))
             .collect();
-        hide.extend(env_files(&self.cx.workspace));
+        hide.extend(self.cx.workspace.env_files());
         let (network, env, timeout) = match step.kind.sandbox() {
             Some(sandbox) => {
                 let mut env: Vec<(String, String)> = sandbox
@@ -665,7 +706,12 @@ impl<'a> Engine<'a> {
                     }
                 })
                 .collect(),
-            protect: self.cx.tooling.iter().map(PathBuf::from).collect(),
+            protect: self
+                .cx
+                .tooling
+                .iter()
+                .map(|p| PathBuf::from(p.to_string_lossy()))
+                .collect(),
             tmp_size: isolation.tmp_size.map(|s| s.bytes()),
             caps: cordon_sandbox::cgroup::Caps {
                 memory: isolation.memory.map(|m| m.bytes()),
@@ -681,9 +727,24 @@ impl<'a> Engine<'a> {
     fn append_side(
         &mut self,
         step: &StepName,
-        side: Option<&crate::egress::SideEvents>,
+        side: Option<&crate::side::SideEvents>,
     ) -> Result<(), Failure> {
-        for event in side.map(crate::egress::drain).unwrap_or_default() {
+        for event in side.map(crate::side::SideEvents::drain).unwrap_or_default() {
+            self.append(Some(step), event)?;
+        }
+        Ok(())
+    }
+
+    /// Appends everything the session's queue still holds, once the session has ended.
+    fn finish_side(
+        &mut self,
+        step: &StepName,
+        side: Option<&crate::side::SideEvents>,
+    ) -> Result<(), Failure> {
+        for event in side
+            .map(crate::side::SideEvents::finish)
+            .unwrap_or_default()
+        {
             self.append(Some(step), event)?;
         }
         Ok(())
@@ -702,7 +763,7 @@ impl<'a> Engine<'a> {
     ) -> Result<Result<crate::CommandResult, String>, Failure> {
         let mut session: Box<dyn StepSession> = match self.cx.executor.open(spec) {
             Ok(session) => session,
-            Err(ExecError::Refused(message)) => return Err(EngineError::Refused(message).into()),
+            Err(ExecError::Refused(refusal)) => return Err(EngineError::Refused(refusal).into()),
             Err(ExecError::Failed(message)) => return Ok(Err(message)),
         };
         if let Err(failure) = self.append(
@@ -760,13 +821,15 @@ impl<'a> Engine<'a> {
             }
         }
         session.close();
-        // The rest, tunnel closes included (the listener has stopped).
-        self.append_side(step, side.as_ref())?;
+        // The rest, coalesced records and tunnel closes included (the listener has stopped).
+        self.finish_side(step, side.as_ref())?;
         for (index, stream) in [OutputStream::Stdout, OutputStream::Stderr]
             .into_iter()
             .enumerate()
         {
-            if let Some(text) = buffers[index].finish() {
+            if let Some(text) = buffers[index].finish()
+                && self.budget.take(text.len())
+            {
                 self.append(Some(step), Event::StepOutput { stream, text })?;
             }
         }
@@ -784,7 +847,7 @@ impl<'a> Engine<'a> {
                 )?;
                 Ok(Ok(result))
             }
-            Err(ExecError::Refused(message)) => Err(EngineError::Refused(message).into()),
+            Err(ExecError::Refused(refusal)) => Err(EngineError::Refused(refusal).into()),
             Err(ExecError::Failed(message)) => Ok(Err(message)),
         }
     }
@@ -794,7 +857,7 @@ impl<'a> Engine<'a> {
         step: &StepName,
         template: &str,
     ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
-        let Some(host) = self.cx.host else {
+        let Some(git) = self.cx.workspace.git() else {
             return Ok((
                 Verdict::Fail,
                 None,
@@ -805,16 +868,34 @@ impl<'a> Engine<'a> {
             .replace("{name}", &self.cx.pipeline.name)
             .replace("{run_id}", &self.cx.run.to_string());
         let mut exclude = self.cx.tooling.clone();
-        exclude.extend(self.cx.pipeline.steps.iter().filter_map(|s| match &s.kind {
-            StepKind::Agent(a) => a.artifact.as_ref().map(ToString::to_string),
-            StepKind::Command(_) | StepKind::Action(_) => None,
+        exclude.extend(self.cx.pipeline.steps.iter().filter_map(|s| {
+            match &s.kind {
+                StepKind::Agent(a) => a
+                    .artifact
+                    .as_ref()
+                    .and_then(|p| WsPath::new(p.as_str()).ok()),
+                StepKind::Command(_) | StepKind::Action(_) => None,
+            }
         }));
         // `HEAD` moves: a diff taken against the old one no longer holds.
         self.last_diff = None;
-        match host.commit(&message, self.cx.run, &exclude) {
+        let trailer = format!("Cordon-Run: {}", self.cx.run);
+        match git.commit(
+            self.cx.workspace.view(),
+            &message,
+            &trailer,
+            &exclude,
+            &mut self.cache,
+        ) {
             Ok(Some(committed)) => {
                 if self.state.commit.as_deref() != Some(committed.sha.as_str()) {
-                    self.append(Some(step), Event::CommitCreated { sha: committed.sha })?;
+                    self.append(
+                        Some(step),
+                        Event::CommitCreated {
+                            sha: committed.sha,
+                            files: committed.files,
+                        },
+                    )?;
                 }
                 Ok((Verdict::Pass, None, None))
             }
@@ -822,42 +903,52 @@ impl<'a> Engine<'a> {
             Err(err) => Ok((
                 Verdict::Fail,
                 None,
-                Some(self.cx.secrets.scrub(&err.to_string())),
+                Some(self.cx.secrets.scrub(&crate::error_chain(&err))),
             )),
         }
     }
 
     /// The workspace's diff against `HEAD` after an attempt, stored as a blob (secrets
-    /// scrubbed). Taken through the pinned host git only when the workspace's fingerprint
-    /// changed since the last one.
+    /// scrubbed); the blob of the last diff when the work tree is the same.
     fn diff_blob(&mut self) -> Result<Option<cordon_protocol::event::BlobId>, Failure> {
-        let Some(host) = self.cx.host else {
+        let Some(git) = self.cx.workspace.git() else {
             return Ok(None);
         };
-        let fingerprint = Fingerprint::of(&self.cx.workspace);
-        if let Some((last, blob)) = &self.last_diff
-            && *last == fingerprint
-        {
-            return Ok(*blob);
-        }
-        let blob = match host.diff() {
-            Ok(bytes) if bytes.is_empty() => None,
-            Ok(bytes) => Some(
-                self.cx
-                    .store
-                    .put_blob(self.cx.run, &self.cx.secrets.scrub_bytes(&bytes))?,
-            ),
+        let diff = match git.diff(
+            self.cx.workspace.view(),
+            &mut self.cache,
+            cordon_git::PatchLimits::default(),
+        ) {
+            Ok(diff) => diff,
             Err(err) => {
                 self.append(
                     None,
                     Event::Error {
-                        message: format!("the attempt's diff could not be taken: {err}"),
+                        message: format!(
+                            "the attempt's diff could not be taken: {}",
+                            crate::error_chain(&err)
+                        ),
                     },
                 )?;
                 return Ok(None);
             }
         };
-        self.last_diff = Some((fingerprint, blob));
+        if let Some((last, blob)) = &self.last_diff
+            && *last == diff.flat
+            && diff.skipped.is_empty()
+        {
+            return Ok(*blob);
+        }
+        let blob = if diff.patch.is_empty() {
+            None
+        } else {
+            Some(
+                self.cx
+                    .store
+                    .put_blob(self.cx.run, &self.cx.secrets.scrub_bytes(&diff.patch))?,
+            )
+        };
+        self.last_diff = Some((diff.flat, blob));
         Ok(blob)
     }
 }
@@ -867,7 +958,7 @@ impl<'a> Engine<'a> {
 struct CommandSink<'e, 'a> {
     engine: &'e mut Engine<'a>,
     step: &'e StepName,
-    side: Option<&'e crate::egress::SideEvents>,
+    side: Option<&'e crate::side::SideEvents>,
     buffers: [LineBuffer; 2],
     pending: Option<Failure>,
 }
@@ -884,6 +975,7 @@ impl CommandSink<'_, '_> {
         }
         let index = usize::from(stream == OutputStream::Stderr);
         if let Some(text) = self.buffers[index].push(bytes)
+            && self.engine.budget.take(text.len())
             && let Err(failure) = self
                 .engine
                 .append(Some(self.step), Event::StepOutput { stream, text })
@@ -958,7 +1050,15 @@ impl cordon_agent::Journal for EngineJournal<'_, '_> {
         &mut self,
         bytes: &[u8],
     ) -> Result<cordon_protocol::event::BlobId, cordon_agent::JournalError> {
-        let bytes = self.engine.cx.secrets.scrub_bytes(bytes);
+        let bytes = if self.engine.budget.take(bytes.len()) {
+            self.engine.cx.secrets.scrub_bytes(bytes)
+        } else {
+            format!(
+                "[cordon: {} bytes of output not stored: the step's output limit was reached]",
+                bytes.len()
+            )
+            .into_bytes()
+        };
         self.engine
             .cx
             .store
@@ -987,20 +1087,4 @@ fn argv(spec: &CommandSpec) -> Vec<String> {
         CommandSpec::Shell(text) => vec!["/bin/sh".to_owned(), "-c".to_owned(), text.clone()],
         CommandSpec::Argv(argv) => argv.clone(),
     }
-}
-
-/// The `.env*` files at the workspace root, except the documented examples: masked in every
-/// sandbox (and never read by cordon).
-fn env_files(workspace: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(workspace)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|name| {
-            name.starts_with(".env")
-                && ![".env.example", ".env.template", ".env.sample"].contains(&name.as_str())
-        })
-        .map(PathBuf::from)
-        .collect()
 }

@@ -1,6 +1,5 @@
 //! The engine's error type, with the exit-code class each error maps to.
 
-use crate::host::HostError;
 use crate::secrets::SecretsError;
 
 #[derive(Debug, thiserror::Error)]
@@ -11,16 +10,16 @@ pub enum EngineError {
     #[error(transparent)]
     Secrets(#[from] SecretsError),
     #[error(transparent)]
-    Host(#[from] HostError),
+    Git(#[from] cordon_git::GitError),
     #[error(transparent)]
     Store(#[from] cordon_store::StoreError),
     /// A required sandbox layer is missing (exit 3).
     #[error("{0}")]
-    Refused(String),
+    Refused(cordon_protocol::Refusal),
     /// An agent step could not run or finish (a missing key, a provider that kept failing, a
     /// refused layer): the run stops, resumable; the exit class is the error's own.
     #[error(transparent)]
-    Agent(#[from] crate::agent_step::AgentStepError),
+    Agent(#[from] crate::agent::DriverError),
     #[error("the sandbox failed: {0}")]
     Sandbox(String),
     #[error("cannot {action} `{path}`")]
@@ -47,10 +46,10 @@ impl EngineError {
     pub fn class(&self) -> ErrorClass {
         match self {
             EngineError::Unsupported(_) | EngineError::Secrets(_) => ErrorClass::Usage,
-            EngineError::Host(err) if err.is_usage() => ErrorClass::Usage,
+            EngineError::Git(err) if err.is_usage() => ErrorClass::Usage,
             EngineError::Refused(_) => ErrorClass::Layer,
             EngineError::Agent(err) => err.class(),
-            EngineError::Host(_)
+            EngineError::Git(_)
             | EngineError::Store(_)
             | EngineError::Sandbox(_)
             | EngineError::Workspace { .. } => ErrorClass::Runtime,

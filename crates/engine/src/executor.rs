@@ -87,7 +87,7 @@ pub enum Tick {
 pub enum ExecError {
     /// A required sandbox layer is missing (exit 3).
     #[error("{0}")]
-    Refused(String),
+    Refused(cordon_protocol::Refusal),
     #[error("{0}")]
     Failed(String),
 }
@@ -122,7 +122,7 @@ pub trait StepSession {
     }
     /// Events the session produces on its own (the egress proxy's audit records), for the
     /// engine to append; `None` when it produces none.
-    fn side_events(&self) -> Option<crate::egress::SideEvents> {
+    fn side_events(&self) -> Option<crate::side::SideEvents> {
         None
     }
     /// Ends the session and everything in it.

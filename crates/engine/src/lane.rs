@@ -7,7 +7,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::PoisonError;
 
 use cordon_egress::lane::{LaneAuth, LaneCall, LaneConfig, LaneSink};
 use cordon_pipeline::{Llm, Pipeline, StepKind};
@@ -15,7 +14,7 @@ use cordon_protocol::Event;
 use cordon_protocol::event::LlmSource;
 
 use crate::EngineError;
-use crate::egress::SideEvents;
+use crate::side::SideEvents;
 
 /// The default endpoints, as the agent's providers use them.
 const OPENAI_BASE_URL: &str = cordon_agent::provider::OPENAI_BASE_URL;
@@ -101,10 +100,7 @@ pub(crate) struct LaneEvents {
 
 impl LaneEvents {
     fn push(&self, event: Event) {
-        self.events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(event);
+        self.events.push(event);
     }
 }
 

@@ -36,9 +36,58 @@ impl LineBuffer {
     }
 }
 
+/// One step attempt's stored output against `isolation.output_limit`: past the limit, output is
+/// counted, not stored (DESIGN §10), so a step printing without end costs the host a bounded
+/// amount of disk.
+#[derive(Debug)]
+pub(crate) struct OutputBudget {
+    limit: u64,
+    stored: u64,
+    omitted: u64,
+}
+
+impl OutputBudget {
+    pub(crate) fn new(limit: u64) -> OutputBudget {
+        OutputBudget {
+            limit,
+            stored: 0,
+            omitted: 0,
+        }
+    }
+
+    /// Whether `len` more bytes may be stored; when not, they are counted as omitted.
+    pub(crate) fn take(&mut self, len: usize) -> bool {
+        let len = len as u64;
+        if self.omitted == 0 && self.stored.saturating_add(len) <= self.limit {
+            self.stored += len;
+            true
+        } else {
+            self.omitted = self.omitted.saturating_add(len);
+            false
+        }
+    }
+
+    /// How many bytes were not stored.
+    pub(crate) fn omitted(&self) -> u64 {
+        self.omitted
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_past_the_limit_is_counted_not_stored() {
+        let mut budget = OutputBudget::new(10);
+        assert!(budget.take(6));
+        assert!(budget.take(4));
+        assert!(!budget.take(1));
+        // Once cut, nothing more is stored, even what would still fit.
+        assert!(!budget.take(0));
+        assert!(!budget.take(5));
+        assert_eq!(budget.omitted(), 6);
+    }
 
     #[test]
     fn lines_are_joined_across_chunks() {

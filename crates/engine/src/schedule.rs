@@ -6,16 +6,25 @@ use cordon_protocol::{Attempt, StepName};
 
 use crate::state::{Position, RunState};
 
+/// Which declared outputs are deleted before a step starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cleanup {
+    /// None: the step runs as the run's next step.
+    None,
+    /// Every step's `produces` and `artifact` files: the first step after a retry.
+    Hygiene,
+    /// The step's own: it was interrupted and runs again from its start.
+    Rerun,
+}
+
 /// What the engine does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Start `step` at the run's current attempt. `hygiene`: delete every step's `produces` and
-    /// `artifact` files first (after a retry); `rerun`: the step was interrupted, delete its own.
+    /// Start `step` at the run's current attempt, after `cleanup`.
     RunStep {
         step: StepName,
         attempt: Attempt,
-        hygiene: bool,
-        rerun: bool,
+        cleanup: Cleanup,
     },
     /// Log where the verdict of `from` sends the run.
     Route {
@@ -47,8 +56,7 @@ pub fn next(state: &RunState, pipeline: &Pipeline) -> Action {
             Some(first) => Action::RunStep {
                 step: first.name.clone(),
                 attempt: state.attempt,
-                hygiene: false,
-                rerun: false,
+                cleanup: Cleanup::None,
             },
             None => Action::Finish {
                 outcome: Outcome::Success,
@@ -62,8 +70,11 @@ pub fn next(state: &RunState, pipeline: &Pipeline) -> Action {
             Some(_) => Action::RunStep {
                 step: step.clone(),
                 attempt: state.attempt,
-                hygiene: *hygiene,
-                rerun: false,
+                cleanup: if *hygiene {
+                    Cleanup::Hygiene
+                } else {
+                    Cleanup::None
+                },
             },
             None => missing(step),
         },
@@ -71,8 +82,7 @@ pub fn next(state: &RunState, pipeline: &Pipeline) -> Action {
             Some(_) => Action::RunStep {
                 step: step.clone(),
                 attempt: state.attempt,
-                hygiene: false,
-                rerun: true,
+                cleanup: Cleanup::Rerun,
             },
             None => missing(step),
         },

@@ -1,10 +1,10 @@
 //! Setup stamps: a setup hook is cached by a digest of its command, the workspace path, its
 //! `setup_network` and the lockfiles at the workspace root.
 
-use std::path::Path;
-
 use cordon_pipeline::{CommandSpec, Setup};
 use sha2::{Digest, Sha256};
+
+use crate::workspace::HostWorkspace;
 
 /// Whether a workspace-root file name is a lockfile whose content invalidates setup stamps.
 pub fn is_lockfile(name: &str) -> bool {
@@ -16,8 +16,10 @@ pub fn is_lockfile(name: &str) -> bool {
         || (name.starts_with("requirements") && name.ends_with(".txt"))
 }
 
-/// The stamp (hex SHA-256) of `setup` in `workspace`. Unreadable lockfiles count by name only.
-pub fn stamp(setup: &Setup, workspace: &Path) -> String {
+/// The stamp (hex SHA-256) of `setup` in `workspace`: lockfiles are regular files at the root,
+/// read through the workspace view and streamed (a link, a FIFO or a sparse file costs nothing
+/// extra). Unreadable lockfiles count by name only.
+pub fn stamp(setup: &Setup, workspace: &HostWorkspace) -> String {
     let mut hash = Sha256::new();
     let mut field = |bytes: &[u8]| {
         hash.update((bytes.len() as u64).to_le_bytes());
@@ -35,22 +37,9 @@ pub fn stamp(setup: &Setup, workspace: &Path) -> String {
             }
         }
     }
-    field(workspace.as_os_str().as_encoded_bytes());
+    field(workspace.path().as_os_str().as_encoded_bytes());
     field(setup.network.to_string().as_bytes());
-    let mut lockfiles: Vec<(String, Vec<u8>)> = std::fs::read_dir(workspace)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let is_file = entry.file_type().ok()?.is_file();
-            (is_file && is_lockfile(&name)).then(|| {
-                let content = std::fs::read(entry.path()).unwrap_or_default();
-                (name, Sha256::digest(content).to_vec())
-            })
-        })
-        .collect();
-    lockfiles.sort();
+    let lockfiles = workspace.lockfiles(is_lockfile);
     for (name, digest) in lockfiles {
         field(name.as_bytes());
         field(&digest);

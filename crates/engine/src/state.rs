@@ -251,7 +251,7 @@ impl RunState {
                     self.setups.insert(step);
                 }
             }
-            Event::CommitCreated { sha } => self.commit = Some(sha.clone()),
+            Event::CommitCreated { sha, .. } => self.commit = Some(sha.clone()),
             Event::ToolCall { id, .. } => {
                 if let Some(step) = step {
                     self.open_tool_calls.push((step, id.clone()));
@@ -272,6 +272,7 @@ impl RunState {
             | Event::EgressAllow(_)
             | Event::EgressDeny(_)
             | Event::EgressClose(_)
+            | Event::EgressDropped { .. }
             | Event::PolicyRefuse { .. }
             | Event::LlmRequest { .. }
             | Event::LlmResponse { .. }
@@ -327,6 +328,7 @@ mod tests {
                     exit_code: None,
                     reason: None,
                     diff: None,
+                    output_omitted_bytes: None,
                 },
             ),
             record(
@@ -402,6 +404,7 @@ mod tests {
                     exit_code: Some(2),
                     reason: None,
                     diff: None,
+                    output_omitted_bytes: None,
                 },
             ),
         ]);

@@ -67,11 +67,11 @@ pub struct Repo {
 impl Repo {
     /// Opens the repository of the work tree `workspace`. `scratch` is the run's private
     /// directory (in the state directory), where the baseline is written on the first open and
-    /// read back on resume.
+    /// read back on resume; without one (a dry run's checks) the baseline is kept in memory.
     pub fn open(
         workspace: &View,
         dirs: Dirs,
-        scratch: &Path,
+        scratch: Option<&Path>,
         identity: Identity,
     ) -> Result<Repo, GitError> {
         let open = |path: &Path| View::open(path).map_err(GitError::io("open", path));
@@ -81,9 +81,10 @@ impl Repo {
             .read(&WsPath::name(b"config").expect("a plain name"), MAX_CONFIG)?
             .map(|read| read.bytes);
         refuse_unsupported(config.as_deref())?;
-        let baseline_file = scratch.join("git-baseline.json");
-        let (config, absent) = match std::fs::read(&baseline_file)
-            .ok()
+        let baseline_file = scratch.map(|s| s.join("git-baseline.json"));
+        let (config, absent) = match baseline_file
+            .as_ref()
+            .and_then(|file| std::fs::read(file).ok())
             .and_then(|b| serde_json::from_slice::<Baseline>(&b).ok())
         {
             Some(b) => (b.config, b.absent.into_iter().map(PathBuf::from).collect()),
@@ -101,12 +102,11 @@ impl Repo {
                     config: config.clone(),
                     absent: absent.iter().map(|p| p.display().to_string()).collect(),
                 };
-                std::fs::create_dir_all(scratch).map_err(GitError::io("create", scratch))?;
-                std::fs::write(
-                    &baseline_file,
-                    serde_json::to_vec(&record).unwrap_or_default(),
-                )
-                .map_err(GitError::io("write", &baseline_file))?;
+                if let (Some(scratch), Some(file)) = (scratch, &baseline_file) {
+                    std::fs::create_dir_all(scratch).map_err(GitError::io("create", scratch))?;
+                    std::fs::write(file, serde_json::to_vec(&record).unwrap_or_default())
+                        .map_err(GitError::io("write", file))?;
+                }
                 (config, absent)
             }
         };

@@ -11,11 +11,24 @@ pub struct Isolation {
     pub pids: Option<NonZeroU64>,
     pub cpus: Option<Cpus>,
     pub tmp_size: Option<ByteSize>,
+    /// A step attempt's stored output (`isolation.output_limit`); `None` is [`DEFAULT_OUTPUT_LIMIT`].
+    pub output_limit: Option<ByteSize>,
     /// Extra host paths exposed read-only at their host path.
     pub read_only: Vec<HostPath>,
     /// Workspace-relative paths masked inside the sandbox.
     pub hide: Vec<RelPath>,
     pub allow_git_mutations: bool,
+}
+
+/// How much output one step attempt stores when `output_limit` is not set (16 MiB).
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 16 << 20;
+
+impl Isolation {
+    /// The bytes of output a step attempt stores; past it, output is counted, not stored.
+    pub fn output_limit_bytes(&self) -> u64 {
+        self.output_limit
+            .map_or(DEFAULT_OUTPUT_LIMIT, ByteSize::bytes)
+    }
 }
 
 /// A CPU cap in thousandths of a CPU (`cpus: 1.5` is 1500), so it compares exactly.

@@ -177,6 +177,11 @@ pub(crate) const ISOLATION: Table = Table {
             doc: "Size of the sandbox's `/tmp` and `/dev/shm` tmpfs, like `512M`.",
         },
         Key {
+            name: "output_limit",
+            shape: Shape::Size,
+            doc: "Output one step attempt stores, like `16M` (the default); past it, output is counted, not stored.",
+        },
+        Key {
             name: "read_only",
             shape: Shape::StringList,
             doc: "Extra host paths (absolute or `~/…`) exposed read-only at their host path.",

@@ -17,7 +17,7 @@ pub use timestamp::Timestamp;
 
 /// The version of the event schema. A store written by a newer cordon (a higher version) is
 /// refused rather than misread.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Where a step's output chunk came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +101,9 @@ pub enum Event {
         /// The workspace's changes after this attempt (a `git diff` against the run's base).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<BlobId>,
+        /// Output past the step's `isolation.output_limit`: counted, not stored.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_omitted_bytes: Option<u64>,
     },
     /// Where a verdict sent the run: a step name, `success` or `failure`.
     #[serde(rename = "route")]
@@ -141,6 +144,9 @@ pub enum Event {
     EgressDeny(AuditRecord),
     #[serde(rename = "egress.close")]
     EgressClose(AuditRecord),
+    /// A session reached its cap of egress events: `count` more records were not stored.
+    #[serde(rename = "egress.dropped")]
+    EgressDropped { count: u64 },
     #[serde(rename = "policy.grant")]
     PolicyGrant { domain: String, reason: String },
     #[serde(rename = "policy.refuse")]
@@ -171,8 +177,13 @@ pub enum Event {
     },
     #[serde(rename = "artifact.written")]
     ArtifactWritten { path: String },
+    /// The commit action's commit and the paths it changed.
     #[serde(rename = "commit.created")]
-    CommitCreated { sha: String },
+    CommitCreated {
+        sha: String,
+        #[serde(default)]
+        files: Vec<String>,
+    },
     #[serde(rename = "resources.sample")]
     ResourcesSample {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,6 +216,7 @@ impl Event {
             Event::EgressAllow(_) => "egress.allow",
             Event::EgressDeny(_) => "egress.deny",
             Event::EgressClose(_) => "egress.close",
+            Event::EgressDropped { .. } => "egress.dropped",
             Event::PolicyGrant { .. } => "policy.grant",
             Event::PolicyRefuse { .. } => "policy.refuse",
             Event::LlmRequest { .. } => "llm.request",
@@ -244,6 +256,7 @@ impl Event {
             | Event::EgressAllow(_)
             | Event::EgressDeny(_)
             | Event::EgressClose(_)
+            | Event::EgressDropped { .. }
             | Event::LlmRequest { .. }
             | Event::LlmResponse { .. }
             | Event::ToolCall { .. }

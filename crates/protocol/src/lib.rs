@@ -3,10 +3,13 @@
 
 mod attempt;
 pub mod event;
+mod refusal;
 mod run_id;
 mod step_name;
+pub mod text;
 
 pub use attempt::Attempt;
 pub use event::{Event, Record, SCHEMA_VERSION};
+pub use refusal::Refusal;
 pub use run_id::{RunId, RunIdError};
 pub use step_name::{StepName, StepNameError};

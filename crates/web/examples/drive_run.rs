@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 exit_code: Some(i32::from(verdict == Verdict::Fail)),
                 reason: reason.map(str::to_owned),
                 diff: None,
+                output_omitted_bytes: None,
             },
         )
     };
@@ -183,6 +184,7 @@ fn egress(step: &str, decision: &str, host: &str, reason: Option<&str>) -> Event
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
+        count: 1,
     };
     if decision == "allow" {
         Event::EgressAllow(audit)
@@ -224,6 +226,7 @@ fn big(store: &Store, run: RunId, count: u64) -> Result<(), Box<dyn std::error::
             exit_code: Some(0),
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         },
     )?;
     store.append(

@@ -120,7 +120,7 @@ impl StepView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EgressRow {
     pub step: Option<String>,
-    /// `allow` or `deny`.
+    /// `allow`, `deny`, or `dropped` (records past a session's cap, only counted).
     pub decision: String,
     /// `host:port`, or the raw target when it did not parse.
     pub target: String,
@@ -365,7 +365,22 @@ impl RunView {
                     bytes_up: 0,
                     bytes_down: 0,
                 });
-                row.count += 1;
+                row.count += audit.count;
+            }
+            Event::EgressDropped { count } => {
+                // The session reached its cap of egress records: one row says how many more.
+                let step = record.step.as_ref().map(|s| s.as_str().to_owned());
+                let key = (step.clone(), "dropped".to_owned(), String::new(), None);
+                let row = self.egress.entry(key).or_insert_with(|| EgressRow {
+                    step,
+                    decision: "dropped".to_owned(),
+                    target: "(records past the session's cap, not stored)".to_owned(),
+                    reason: None,
+                    count: 0,
+                    bytes_up: 0,
+                    bytes_down: 0,
+                });
+                row.count += count;
             }
             Event::EgressClose(audit) => {
                 let step = record

@@ -56,7 +56,7 @@ impl ToolHost for LocalHost {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| ToolHostError {
+            .map_err(|e| ToolHostError::Failed {
                 message: format!("spawn bash: {e}"),
                 source: None,
             })?;
@@ -65,10 +65,12 @@ impl ToolHost for LocalHost {
         let feeder = std::thread::spawn(move || {
             let _ = stdin.write_all(&input);
         });
-        let output = child.wait_with_output().map_err(|e| ToolHostError {
-            message: format!("wait for bash: {e}"),
-            source: None,
-        })?;
+        let output = child
+            .wait_with_output()
+            .map_err(|e| ToolHostError::Failed {
+                message: format!("wait for bash: {e}"),
+                source: None,
+            })?;
         let _ = feeder.join();
         let mut combined = output.stdout.clone();
         combined.extend_from_slice(&output.stderr);

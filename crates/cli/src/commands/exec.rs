@@ -226,8 +226,10 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.audit {
         outside_workspace(file, "audit", &config)?;
     }
+    // A session's audit is bounded as a run's is: coalesced, at most 10,000 records.
     let audit =
-        super::proxy::audit_sink(args.audit.as_deref()).map_err(|p| anyhow::anyhow!("{p}"))?;
+        super::proxy::audit_sink(args.audit.as_deref(), cordon_egress::proxy::SESSION_RECORDS)
+            .map_err(|p| anyhow::anyhow!("{p}"))?;
     let egress = mode.map(|_| (built, audit));
     config.caps = caps;
     config.init_start = InitStart::InProcessWhenSingleThreaded;

@@ -69,10 +69,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             state.apply(record);
             seen = record.seq;
             if matches(&args, record) {
+                // Everything in a record may come from a step, a model or the workspace: no
+                // control character reaches the terminal raw.
                 let line = if args.json {
-                    record.to_json_line()
+                    cordon_protocol::text::escape_json(&record.to_json_line()).into_owned()
                 } else {
-                    plain(record)
+                    cordon_protocol::text::escape_text(&plain(record)).into_owned()
                 };
                 if writeln!(out, "{line}").is_err() {
                     return Ok(ExitCode::SUCCESS);

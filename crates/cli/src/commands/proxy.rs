@@ -149,7 +149,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(USAGE_EXIT));
         }
     };
-    let audit = match audit_sink(args.audit.as_deref()) {
+    // A standalone proxy serves many clients for as long as it runs: repeats are coalesced, and
+    // nothing is capped.
+    let audit = match audit_sink(args.audit.as_deref(), usize::MAX) {
         Ok(audit) => audit,
         Err(problem) => {
             eprintln!("cordon: {problem}");
@@ -178,10 +180,22 @@ async fn serve(
     let proxy = Proxy::new(ProxyConfig {
         policy: Arc::new(Policy::new(spec)),
         resolver: Arc::new(built.resolve.or(SystemResolver::default())),
-        audit,
+        audit: Arc::clone(&audit),
         limits: Limits::default(),
     });
     let (shutdown, signal) = Shutdown::new();
+    // Coalesced repeats are written once their second has passed, whether or not another
+    // record comes.
+    let flusher = {
+        let audit = Arc::clone(&audit);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(cordon_egress::proxy::WINDOW);
+            loop {
+                every.tick().await;
+                let _ = audit.flush();
+            }
+        })
+    };
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     {
@@ -201,14 +215,17 @@ async fn serve(
         _ = interrupt.recv() => { shutdown.trigger(); served.await?; }
         _ = terminate.recv() => { shutdown.trigger(); served.await?; }
     }
+    flusher.abort();
+    audit.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Opens the audit sink for `--audit FILE` (none without it).
-pub fn audit_sink(path: Option<&Path>) -> Result<Arc<dyn AuditSink>, String> {
+/// Opens the audit sink for `--audit FILE` (none without it), coalescing repeats and keeping at
+/// most `cap` records (`usize::MAX`: no cap).
+pub fn audit_sink(path: Option<&Path>, cap: usize) -> Result<Arc<dyn AuditSink>, String> {
     match path {
         None => Ok(Arc::new(NoAudit)),
-        Some(path) => JsonLinesSink::open(path)
+        Some(path) => JsonLinesSink::open(path, cap)
             .map(|sink| Arc::new(sink) as Arc<dyn AuditSink>)
             .map_err(|e| {
                 format!(
@@ -225,6 +242,7 @@ pub fn audit_sink(path: Option<&Path>) -> Result<Arc<dyn AuditSink>, String> {
 pub struct SessionProxy {
     runtime: tokio::runtime::Runtime,
     handle: ListenerHandle,
+    audit: Arc<dyn AuditSink>,
 }
 
 impl SessionProxy {
@@ -253,19 +271,25 @@ impl SessionProxy {
         let proxy = Proxy::new(ProxyConfig {
             policy: Arc::new(Policy::new(built.spec)),
             resolver: Arc::new(built.resolve.or(SystemResolver::default())),
-            audit,
+            audit: Arc::clone(&audit),
             limits: Limits::default(),
         });
         let handle = proxy
             .spawn(runtime.handle(), listener, identity)
             .context("serving the session's egress proxy")?;
-        Ok(SessionProxy { runtime, handle })
+        Ok(SessionProxy {
+            runtime,
+            handle,
+            audit,
+        })
     }
 
-    /// Stops accepting, lets open connections finish for the grace period, and closes every
-    /// socket the proxy held.
+    /// Stops accepting, lets open connections finish for the grace period, closes every socket
+    /// the proxy held, and writes what the audit still holds (coalesced repeats, the dropped
+    /// count).
     pub fn stop(self) {
         let _ = self.runtime.block_on(self.handle.stop());
+        let _ = self.audit.finish();
     }
 }
 

@@ -8,7 +8,6 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cordon_engine::host::HostGit;
 use cordon_pipeline::{Action, CommandSpec, Isolation, Llm, Pipeline, Sandboxed, Step, StepKind};
 
 #[derive(Debug, clap::Args)]
@@ -81,7 +80,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(err) => anyhow::bail!("cannot resolve {}: {err}", pipeline_path.display()),
     };
-    let workspace = match workspace(args.workspace.as_deref(), &pipeline_path, &pipeline_file) {
+    let workspace = match cordon_engine::run::locate_workspace(
+        args.workspace.as_deref(),
+        &pipeline_path,
+        &pipeline_file,
+    ) {
         Ok(w) => w,
         Err(message) => {
             eprintln!("cordon: {message}");
@@ -97,108 +100,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         attempts_from_flag: args.max_attempts.is_some(),
     };
     print!("{}", plan.render());
-    for refusal in host_refusals(&loaded.pipeline, &pipeline_file, &workspace) {
-        eprintln!("cordon: warning: `cordon run` would refuse: {refusal}");
+    // The real run's host checks (git in process, nothing written), so a dry run shows what the
+    // run would refuse before a model is called.
+    let env = |name: &str| std::env::var_os(name);
+    for refusal in
+        cordon_engine::run::dry_run_refusals(&loaded.pipeline, &pipeline_file, &workspace, &env)
+    {
+        eprintln!(
+            "cordon: warning: `cordon run` would refuse: {}",
+            cordon_protocol::text::escape_text(&refusal)
+        );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// What the real run's host checks would refuse (the work tree, tooling committed and unmodified,
-/// a clean worktree for a commit action), so a dry run shows it before a model is called. Git
-/// runs as for a run (`GIT_OPTIONAL_LOCKS=0`: nothing in the repository is written); its scratch
-/// files go to a temporary directory that is removed, not to the state directory.
-fn host_refusals(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> Vec<String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let scratch =
-        std::env::temp_dir().join(format!("cordon-dry-run-{}-{nanos}", std::process::id()));
-    // A new private directory (mkdir never follows a planted symlink), or no host checks.
-    if std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&scratch)
-        .is_err()
-    {
-        return Vec::new();
-    }
-    let refusals = refusals_with(pipeline, pipeline_file, workspace, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
-    refusals
-}
-
-fn refusals_with(
-    pipeline: &Pipeline,
-    pipeline_file: &Path,
-    workspace: &Path,
-    scratch: &Path,
-) -> Vec<String> {
-    let host = match HostGit::open(workspace, scratch, None) {
-        Ok(host) => host,
-        Err(err) => return vec![err.to_string()],
-    };
-    let pipeline_file = pipeline_file
-        .canonicalize()
-        .unwrap_or_else(|_| pipeline_file.to_path_buf());
-    let tooling = execute::tooling_paths(pipeline, &pipeline_file, workspace);
-    execute::host_refusals(&host, pipeline, &tooling)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-}
-
-/// `-w DIR` (which must be the top of a git work tree), or the top of the git work tree
-/// containing the pipeline, found by walking up to a `.git` entry.
-fn workspace(
-    flag: Option<&Path>,
-    pipeline_arg: &Path,
-    pipeline_file: &Path,
-) -> Result<PathBuf, String> {
-    let pipeline_dir = pipeline_file.parent().unwrap_or(Path::new("/"));
-    let pipeline_dir = pipeline_dir.canonicalize().map_err(|err| {
-        format!(
-            "cannot resolve the pipeline's directory {}: {err}",
-            pipeline_dir.display()
-        )
-    })?;
-    let workspace = match flag {
-        Some(dir) => {
-            let dir = dir.canonicalize().map_err(|err| {
-                format!(
-                    "workspace {} cannot be opened: {err}; pass an existing directory to -w",
-                    dir.display()
-                )
-            })?;
-            if std::fs::symlink_metadata(dir.join(".git")).is_err() {
-                return Err(format!(
-                    "workspace {} is not the top of a git work tree (it has no .git); pass the \
-                     work tree's top directory to -w, or run `git init` there",
-                    dir.display()
-                ));
-            }
-            dir
-        }
-        None => pipeline_dir
-            .ancestors()
-            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
-            .map(Path::to_path_buf)
-            .ok_or_else(|| {
-                format!(
-                    "{} is not inside a git work tree; pass the workspace with -w DIR, or run \
-                     `git init` in the project's top directory",
-                    pipeline_arg.display()
-                )
-            })?,
-    };
-    if !pipeline_dir.starts_with(&workspace) {
-        return Err(format!(
-            "the pipeline {} is outside the workspace {}; tooling files must be tracked in the \
-             workspace, so move the pipeline there or pass its work tree with -w",
-            pipeline_arg.display(),
-            workspace.display()
-        ));
-    }
-    Ok(workspace)
 }
 
 /// The resolved plan `--dry-run` prints.

@@ -53,6 +53,7 @@ fn history() -> Vec<Record> {
         exit_code: Some(i32::from(verdict == Verdict::Fail)),
         reason: reason.map(str::to_owned),
         diff: None,
+        output_omitted_bytes: None,
     };
     vec![
         record(
@@ -169,6 +170,7 @@ fn the_summary_lists_every_step_and_the_ending() {
             exit_code: Some(0),
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         },
     ));
     records.push(record(
@@ -189,6 +191,7 @@ fn the_summary_lists_every_step_and_the_ending() {
             exit_code: Some(0),
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         },
     ));
     records.push(record(
@@ -245,6 +248,7 @@ fn a_failure_without_a_reason_shows_its_exit_status() {
             exit_code: Some(3),
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         },
     ));
     let v = view(&records, true);
@@ -266,6 +270,7 @@ fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
         Event::SetupCached { stamp: "s".into() },
         Event::CommitCreated {
             sha: "abc123".into(),
+            files: vec!["src/lib.rs".into()],
         },
         Event::ResourcesWarning {
             message: "the workspace filesystem is 90% full".into(),
@@ -284,7 +289,7 @@ fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
     insta::assert_snapshot!(notices.join("\n"), @r"
     test  setup ran (exit 0)
     test  setup up to date
-    test  committed abc123
+    test  committed abc123 (1 file)
     test  warning: the workspace filesystem is 90% full
     cordon: the diff could not be taken
     ");

@@ -8,12 +8,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cordon_protocol::event::Timestamp;
 use serde::Serialize;
 
 use super::Identity;
+use super::coalesce::Coalescer;
 use crate::{Host, Reason, Target};
 
 /// `connect` or `http`.
@@ -73,6 +74,8 @@ pub struct AuditRecord {
     pub bytes_down: u64,
     /// From accepting the request to the record.
     pub duration_ms: u64,
+    /// The requests this record stands for (repeats coalesced, see `coalesce.rs`).
+    pub count: u64,
 }
 
 /// Receives audit records. A sink that fails makes the proxy drop the connection before any byte
@@ -80,39 +83,109 @@ pub struct AuditRecord {
 pub trait AuditSink: Send + Sync {
     /// Records one decision or close.
     fn record(&self, kind: AuditKind, record: &AuditRecord) -> io::Result<()>;
+    /// Stores coalesced repeats whose window has ended.
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Stores everything still held (and the dropped count): the session or proxy is done.
+    fn finish(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
-/// Appends records as JSON lines to a file created with mode 0600.
-#[derive(Debug)]
+/// Appends records as JSON lines to a file created with mode 0600, coalesced and capped like a
+/// session's events (`coalesce.rs`); [`JsonLinesSink::finish`] writes what is still held and, when
+/// the cap dropped records, a last line `{"ts","listener","dropped":N}`.
 pub struct JsonLinesSink {
-    file: Mutex<File>,
+    state: Mutex<FileState>,
+}
+
+struct FileState {
+    file: File,
+    coalescer: Coalescer,
+    listener: Option<String>,
+}
+
+impl std::fmt::Debug for JsonLinesSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JsonLinesSink")
+    }
 }
 
 impl JsonLinesSink {
     /// Opens `path` for appending, creating it readable and writable by the owner only (an
-    /// existing file keeps its mode).
-    pub fn open(path: &Path) -> io::Result<JsonLinesSink> {
+    /// existing file keeps its mode), keeping at most `cap` records (`usize::MAX`: no cap).
+    pub fn open(path: &Path, cap: usize) -> io::Result<JsonLinesSink> {
         let file = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
             .open(path)?;
         Ok(JsonLinesSink {
-            file: Mutex::new(file),
+            state: Mutex::new(FileState {
+                file,
+                coalescer: Coalescer::new(cap),
+                listener: None,
+            }),
         })
+    }
+
+    fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, FileState>> {
+        self.state
+            .lock()
+            .map_err(|_| io::Error::other("the audit file lock is poisoned"))
     }
 }
 
-impl AuditSink for JsonLinesSink {
-    fn record(&self, _kind: AuditKind, record: &AuditRecord) -> io::Result<()> {
+impl JsonLinesSink {
+    fn finish_file(&self) -> io::Result<()> {
+        let mut state = self.lock()?;
+        let (held, dropped) = state.coalescer.finish();
+        write_records(&mut state.file, &held)?;
+        if dropped > 0 {
+            let line = serde_json::json!({
+                "ts": timestamp(SystemTime::now()),
+                "listener": state.listener,
+                "dropped": dropped,
+            });
+            let mut bytes = serde_json::to_vec(&line).map_err(io::Error::other)?;
+            bytes.push(b'\n');
+            state.file.write_all(&bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// One write per line on an `O_APPEND` file: concurrent writers never interleave.
+fn write_records(file: &mut File, records: &[(AuditKind, AuditRecord)]) -> io::Result<()> {
+    for (_, record) in records {
         let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
         line.push(b'\n');
-        // One write per line on an O_APPEND file: concurrent records never interleave.
-        let mut file = self
-            .file
-            .lock()
-            .map_err(|_| io::Error::other("the audit file lock is poisoned"))?;
-        file.write_all(&line)
+        file.write_all(&line)?;
+    }
+    Ok(())
+}
+
+impl AuditSink for JsonLinesSink {
+    fn record(&self, kind: AuditKind, record: &AuditRecord) -> io::Result<()> {
+        let mut state = self.lock()?;
+        if state.listener.is_none() {
+            state.listener = Some(record.listener.clone());
+        }
+        let due = state.coalescer.admit(kind, record, Instant::now());
+        write_records(&mut state.file, &due)
+    }
+
+    /// Writes the repeats whose window has ended (a long-running proxy calls this now and then).
+    fn flush(&self) -> io::Result<()> {
+        let mut state = self.lock()?;
+        let due = state.coalescer.expire(Instant::now());
+        write_records(&mut state.file, &due)
+    }
+
+    /// Writes everything still held, and the dropped count when the cap was reached.
+    fn finish(&self) -> io::Result<()> {
+        self.finish_file()
     }
 }
 
@@ -176,6 +249,7 @@ impl Draft<'_> {
             bytes_up: up,
             bytes_down: down,
             duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            count: 1,
         }
     }
 }

@@ -11,9 +11,10 @@ use cordon_sandbox::{
 };
 
 use super::{CommandResult, ExecError, Executor, Gauges, SessionSpec, StepSession, Tick, Watch};
-use crate::egress::{Egress, SessionEgress, SessionLane, SideEvents};
+use crate::egress::{Egress, SessionEgress, SessionLane};
 use crate::error_chain;
 use crate::resources::{Memory, used_percent};
+use crate::side::SideEvents;
 
 /// Opens sandbox sessions on the workspace, masking `mask` (state dir, policy file) everywhere.
 pub struct SandboxExecutor {
@@ -44,7 +45,9 @@ impl SandboxExecutor {
 fn convert(err: SandboxError) -> ExecError {
     match err {
         // A cap that cannot be enforced refuses like a missing layer (exit 3).
-        SandboxError::Refused { .. } | SandboxError::Cap(_) => ExecError::Refused(err.to_string()),
+        SandboxError::Refused { .. } | SandboxError::Cap(_) => {
+            ExecError::Refused(cordon_protocol::Refusal(err.to_string()))
+        }
         other => ExecError::Failed(error_chain(&other)),
     }
 }

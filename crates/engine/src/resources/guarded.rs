@@ -12,8 +12,8 @@ use std::time::Instant;
 use cordon_protocol::event::OutputStream;
 
 use super::{Monitor, Reading, ResourceGuard};
-use crate::egress::SideEvents;
 use crate::executor::{CommandResult, ExecError, Gauges, StepSession, Tick, Watch};
+use crate::side::SideEvents;
 
 pub struct GuardedSession {
     inner: Box<dyn StepSession>,
@@ -74,10 +74,9 @@ impl StepSession for GuardedSession {
             let reading = guard.reading(workspace, gauges);
             let mut monitor = monitor.borrow_mut();
             let found = monitor.observe(&reading, Instant::now());
-            events
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .extend(found);
+            for event in found {
+                events.push(event);
+            }
             match monitor.exhausted() {
                 Some(_) => Tick::Stop,
                 None => Tick::Continue,

@@ -3,7 +3,7 @@
 //! engine's journal, open tool calls answered on resume.
 
 use cordon_agent::{Journal, JournalError};
-use cordon_engine::agent_step::AgentStepError;
+use cordon_engine::DriverError;
 use cordon_engine::{AgentDriver, AgentTask, AgentVerdict, Control, Engine, StepSession};
 use cordon_protocol::Event;
 use cordon_protocol::event::Outcome;
@@ -11,8 +11,8 @@ use cordon_protocol::event::Outcome;
 use crate::harness::Harness;
 
 /// A journal error as the driver's own error (the engine already knows why it stopped).
-fn journal_error(err: JournalError) -> AgentStepError {
-    AgentStepError::Journal(err)
+fn journal_error(err: JournalError) -> DriverError {
+    DriverError::Journal(err)
 }
 
 /// Writes `review.md` with the verdict of its attempt, fails the first attempt as a reviewer
@@ -28,7 +28,7 @@ impl AgentDriver for Reviewer {
         task: &AgentTask<'_>,
         _session: &mut dyn StepSession,
         journal: &mut dyn Journal,
-    ) -> Result<AgentVerdict, AgentStepError> {
+    ) -> Result<AgentVerdict, DriverError> {
         self.seen_feedback.push(task.feedback.len());
         let verdict = if task.attempt.get() == 1 {
             "NEEDS CHANGES"
@@ -117,7 +117,7 @@ impl AgentDriver for Caller {
         _task: &AgentTask<'_>,
         _session: &mut dyn StepSession,
         journal: &mut dyn Journal,
-    ) -> Result<AgentVerdict, AgentStepError> {
+    ) -> Result<AgentVerdict, DriverError> {
         journal
             .event(Event::ToolCall {
                 id: "call-1".into(),

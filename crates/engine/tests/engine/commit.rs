@@ -1,11 +1,67 @@
-//! The commit action and the host boundary against a real git repository: plumbing only, so a
-//! planted filter, hook or attribute never runs; tampering refused; idempotent by trailer.
+//! The commit action and the host boundary against a real git repository, through the host's
+//! in-process git (`cordon-git`) as the engine uses it: a planted filter, hook or attribute never
+//! runs; tampering refused; idempotent by trailer.
 
 use std::path::Path;
 use std::process::Command;
 
-use cordon_engine::host::HostGit;
+use cordon_git::{Repo, StatCache};
 use cordon_protocol::RunId;
+use cordon_workspace::{View, WsPath};
+
+/// The run's git as the engine drives it, with the calls these tests make.
+struct Host {
+    repo: Repo,
+    view: View,
+}
+
+impl Host {
+    fn commit(
+        &self,
+        message: &str,
+        run: RunId,
+        exclude: &[&str],
+    ) -> Result<Option<cordon_git::Committed>, cordon_git::GitError> {
+        let exclude: Vec<WsPath> = exclude
+            .iter()
+            .map(|p| WsPath::new(p).expect("path"))
+            .collect();
+        self.repo.commit(
+            &self.view,
+            message,
+            &format!("Cordon-Run: {run}"),
+            &exclude,
+            &mut StatCache::default(),
+        )
+    }
+
+    fn diff(&self) -> Result<Vec<u8>, cordon_git::GitError> {
+        self.repo
+            .diff(
+                &self.view,
+                &mut StatCache::default(),
+                cordon_git::PatchLimits::default(),
+            )
+            .map(|d| d.patch)
+    }
+
+    fn status_short(&self) -> Result<String, cordon_git::GitError> {
+        self.repo
+            .status_short(&self.view, &mut StatCache::default())
+    }
+
+    fn dirty_paths(&self) -> Result<Vec<String>, cordon_git::GitError> {
+        self.repo.dirty_paths(&self.view, &mut StatCache::default())
+    }
+
+    fn check_tooling(&self, paths: &[&str]) -> Result<(), cordon_git::GitError> {
+        let paths: Vec<WsPath> = paths
+            .iter()
+            .map(|p| WsPath::new(p).expect("path"))
+            .collect();
+        self.repo.check_tooling(&self.view, &paths)
+    }
+}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -41,8 +97,23 @@ fn repo() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, ws)
 }
 
-fn host(dir: &tempfile::TempDir, ws: &Path) -> HostGit {
-    HostGit::open(ws, &dir.path().join("scratch"), None).expect("host git")
+fn host(dir: &tempfile::TempDir, ws: &Path) -> Host {
+    let found = cordon_sandbox::git::discover(ws)
+        .expect("discover")
+        .expect("a git work tree");
+    let dirs = cordon_git::Dirs {
+        common_dir: found.common_dir.unwrap_or_else(|| found.git_dir.clone()),
+        git_dir: found.git_dir,
+    };
+    let view = View::open(ws).expect("view");
+    let repo = Repo::open(
+        &view,
+        dirs,
+        Some(&dir.path().join("scratch")),
+        Default::default(),
+    )
+    .expect("repo");
+    Host { repo, view }
 }
 
 const RUN: u128 = 7;
@@ -57,7 +128,7 @@ fn commit_uses_plumbing_with_a_trailer_and_leaves_tooling_out() {
     std::fs::write(ws.join("review.md"), "VERDICT: APPROVED\n").expect("write");
     let run = RunId::from_u128(RUN);
     let committed = h
-        .commit("fix: p", run, &["pipeline.yaml".into(), "review.md".into()])
+        .commit("fix: p", run, &["pipeline.yaml", "review.md"])
         .expect("commit")
         .expect("a commit");
     assert!(committed.created);
@@ -174,7 +245,7 @@ fn dirty_paths_tooling_checks_and_status_name_the_files() {
     let (dir, ws) = repo();
     let h = host(&dir, &ws);
     assert_eq!(h.dirty_paths().expect("status"), Vec::<String>::new());
-    h.check_tooling(&["pipeline.yaml".into()])
+    h.check_tooling(&["pipeline.yaml"])
         .expect("tracked and clean");
     std::fs::write(ws.join("untracked.yaml"), "x").expect("write");
     std::fs::write(ws.join("pipeline.yaml"), "name: q\n").expect("write");
@@ -183,13 +254,13 @@ fn dirty_paths_tooling_checks_and_status_name_the_files() {
         ["pipeline.yaml", "untracked.yaml"]
     );
     assert_eq!(
-        h.check_tooling(&["untracked.yaml".into()])
+        h.check_tooling(&["untracked.yaml"])
             .expect_err("untracked")
             .to_string(),
         "tooling file `untracked.yaml` is not tracked by git; commit it first (`git add untracked.yaml && git commit`)"
     );
     assert_eq!(
-        h.check_tooling(&["pipeline.yaml".into()])
+        h.check_tooling(&["pipeline.yaml"])
             .expect_err("modified")
             .to_string(),
         "tooling file `pipeline.yaml` has uncommitted changes; commit or restore it before `cordon run`"
@@ -215,7 +286,7 @@ fn a_swapped_git_directory_is_refused_before_git_runs() {
     assert_eq!(
         err,
         format!(
-            "refusing to run git: `{}` was replaced since the run started; inspect the workspace",
+            "refusing to use git: `{}` was replaced since the run started; inspect the workspace",
             ws.join(".git").display()
         )
     );
@@ -267,7 +338,7 @@ fn a_filter_planted_in_a_submodules_git_never_runs_in_host_git() {
 
     let h = host(&dir, &ws);
     h.dirty_paths().expect("status");
-    h.check_tooling(&["pipeline.yaml".into()]).expect("tooling");
+    h.check_tooling(&["pipeline.yaml"]).expect("tooling");
     std::fs::write(ws.join("src.txt"), "changed\n").expect("write");
     h.commit("c", RunId::from_u128(RUN), &[])
         .expect("commit")

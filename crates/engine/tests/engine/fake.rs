@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
-use cordon_engine::egress::SideEvents;
 use cordon_engine::executor::{ExecError, Gauges, Purpose, Tick, Watch};
+use cordon_engine::side::SideEvents;
 use cordon_engine::{CommandResult, Executor, SessionSpec, StepSession};
 use cordon_protocol::Event;
 use cordon_protocol::event::OutputStream;
@@ -83,7 +83,9 @@ struct FakeSession {
 impl Executor for FakeExecutor {
     fn open(&mut self, spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError> {
         if let Some(message) = &self.refuse {
-            return Err(ExecError::Refused(message.clone()));
+            return Err(ExecError::Refused(cordon_protocol::Refusal(
+                message.clone(),
+            )));
         }
         self.opened.push(Opened {
             step: spec.step.to_string(),
@@ -163,10 +165,9 @@ impl StepSession for FakeSession {
             }
             std::fs::write(full, content).map_err(|e| ExecError::Failed(e.to_string()))?;
         }
-        self.side
-            .lock()
-            .expect("side events")
-            .extend(behaviour.side.iter().cloned());
+        for event in &behaviour.side {
+            self.side.push(event.clone());
+        }
         if !behaviour.stdout.is_empty() {
             on_output(OutputStream::Stdout, behaviour.stdout.as_bytes());
         }

@@ -7,17 +7,21 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use cordon_engine::resources::{Limits, ResourceGuard};
+use cordon_engine::workspace::HostWorkspace;
 use cordon_engine::{AgentDriver, Control, Ending, Engine, RunContext, RunState, Secrets};
 use cordon_pipeline::Pipeline;
 use cordon_protocol::event::{Outcome, Timestamp};
 use cordon_protocol::{Event, Record, RunId};
 use cordon_store::{RunRow, StateDir, Store};
+use cordon_workspace::View;
 
 use crate::fake::FakeExecutor;
 
 pub struct Harness {
     pub dir: tempfile::TempDir,
     pub workspace: PathBuf,
+    /// The workspace as the engine sees it (no repository: these runs neither diff nor commit).
+    pub host: HostWorkspace,
     pub store: Store,
     pub pipeline: Pipeline,
     pub fake: FakeExecutor,
@@ -72,8 +76,10 @@ impl Harness {
             })
             .expect("create run");
         let fake = FakeExecutor::new(workspace.clone());
+        let host = HostWorkspace::new(View::open(&workspace).expect("view"), None);
         Harness {
             dir,
+            host,
             workspace,
             store,
             pipeline,
@@ -86,15 +92,14 @@ impl Harness {
     }
 
     /// The engine's context over this harness: its store, run, pipeline and fake executor,
-    /// no host git, no refresh, no tooling paths, and `agents` for agent steps.
+    /// no repository, no refresh, no tooling paths, and `agents` for agent steps.
     pub fn context<'a>(&'a mut self, agents: Option<&'a mut dyn AgentDriver>) -> RunContext<'a> {
         RunContext {
             store: &self.store,
             run: self.run,
             pipeline: &self.pipeline,
-            workspace: self.workspace.clone(),
+            workspace: &self.host,
             executor: &mut self.fake,
-            host: None,
             secrets: &self.secrets,
             refresh: false,
             tooling: Vec::new(),

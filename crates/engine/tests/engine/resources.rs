@@ -6,7 +6,7 @@
 use std::rc::Rc;
 
 use cordon_agent::{Journal, JournalError};
-use cordon_engine::agent_step::AgentStepError;
+use cordon_engine::DriverError;
 use cordon_engine::executor::Gauges;
 use cordon_engine::resources::{DiskLimits, Limits, Memory};
 use cordon_engine::{AgentDriver, AgentTask, AgentVerdict, Control, Engine, StepSession};
@@ -274,8 +274,8 @@ impl AgentDriver for Filler {
         _task: &AgentTask<'_>,
         session: &mut dyn StepSession,
         journal: &mut dyn Journal,
-    ) -> Result<AgentVerdict, AgentStepError> {
-        let journal_error = |err: JournalError| AgentStepError::Journal(err);
+    ) -> Result<AgentVerdict, DriverError> {
+        let journal_error = |err: JournalError| DriverError::Journal(err);
         journal
             .event(Event::ToolCall {
                 id: "call-1".into(),
@@ -287,7 +287,7 @@ impl AgentDriver for Filler {
             .run(&["fill".to_owned()], &mut |_: OutputStream, _: &[u8]| {})
             .expect("the tool process runs");
         if let Some(side) = session.side_events() {
-            for event in cordon_engine::egress::drain(&side) {
+            for event in side.drain() {
                 journal.event(event).map_err(journal_error)?;
             }
         }

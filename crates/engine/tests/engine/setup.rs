@@ -34,6 +34,10 @@ fn setup_runs_once_then_is_cached_by_its_stamp() {
         cordon_store::Store::open(&cordon_store::StateDir::new(h.dir.path().join("state")))
             .expect("store");
     second.workspace.clone_from(&h.workspace);
+    second.host = cordon_engine::workspace::HostWorkspace::new(
+        cordon_workspace::View::open(&h.workspace).expect("view"),
+        None,
+    );
     second.run = cordon_protocol::RunId::from_parts(1_769_860_900_000, 1);
     second
         .store
@@ -57,15 +61,15 @@ fn a_lockfile_change_invalidates_the_stamp() {
         cordon_pipeline::StepKind::Command(c) => c.sandbox.setup.clone().expect("setup"),
         _ => unreachable!("a command step"),
     };
-    let before = cordon_engine::stamp(&setup, &h.workspace);
+    let before = cordon_engine::stamp(&setup, &h.host);
     std::fs::write(h.workspace.join("README.md"), "x").expect("write");
     assert_eq!(
-        cordon_engine::stamp(&setup, &h.workspace),
+        cordon_engine::stamp(&setup, &h.host),
         before,
         "other files do not count"
     );
     std::fs::write(h.workspace.join("Cargo.lock"), "x").expect("write");
-    assert_ne!(cordon_engine::stamp(&setup, &h.workspace), before);
+    assert_ne!(cordon_engine::stamp(&setup, &h.host), before);
 }
 
 #[test]

@@ -175,6 +175,7 @@ fn networked_sessions_get_their_network_and_their_egress_events_join_the_step() 
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
+        count: 1,
     };
     h.fake.on(
         "get",

@@ -417,8 +417,13 @@ fn a_linked_worktree_commits_to_its_own_branch() {
     };
     let view = cordon_workspace::View::open(&linked).unwrap();
     let scratch = tempfile::tempdir().unwrap();
-    let repo = cordon_git::Repo::open(&view, dirs, scratch.path(), cordon_git::Identity::default())
-        .unwrap();
+    let repo = cordon_git::Repo::open(
+        &view,
+        dirs,
+        Some(scratch.path()),
+        cordon_git::Identity::default(),
+    )
+    .unwrap();
     let committed = repo
         .commit(
             &view,

@@ -117,7 +117,7 @@ impl Fixture {
         Repo::open(
             &self.view(),
             dirs,
-            &self.scratch,
+            Some(&self.scratch),
             Identity {
                 name: "Test Author".to_owned(),
                 email: "author@example.test".to_owned(),

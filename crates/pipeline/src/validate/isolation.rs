@@ -13,6 +13,9 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
     let pids = optional(&fields, "pids", |n| decode::positive(out, n, "pids", 512));
     let cpus = optional(&fields, "cpus", |n| cpus(out, n));
     let tmp_size = optional(&fields, "tmp_size", |n| size(out, n, "tmp_size", "512M"));
+    let output_limit = optional(&fields, "output_limit", |n| {
+        size(out, n, "output_limit", "16M")
+    });
     let read_only = match fields.get("read_only") {
         Some(n) => host_paths(out, n),
         None => Some(Vec::new()),
@@ -30,6 +33,7 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
         pids: pids?,
         cpus: cpus?,
         tmp_size: tmp_size?,
+        output_limit: output_limit?,
         read_only: read_only?,
         hide: hide?,
         allow_git_mutations: allow_git_mutations?,

@@ -121,6 +121,9 @@ fn emit(p: &Pipeline) -> String {
     if let Some(c) = i.cpus {
         let _ = writeln!(y, "  cpus: {c}");
     }
+    if let Some(t) = i.output_limit {
+        let _ = writeln!(y, "  output_limit: {t}");
+    }
     if let Some(t) = i.tmp_size {
         let _ = writeln!(y, "  tmp_size: {t}");
     }
@@ -360,19 +363,23 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
         prop::option::of(1u64..100_000),
         prop::option::of(1u64..64_000),
         prop::option::of(1u64..(1 << 34)),
+        prop::option::of(1u64..(1 << 34)),
         prop::sample::subsequence(vec!["/opt/tools", "~/.rustup"], 0..=2),
         prop::sample::subsequence(vec!["secrets/", "private/key.pem"], 0..=2),
         any::<bool>(),
     )
-        .prop_map(|(memory, pids, cpus, tmp, ro, hide, git)| Isolation {
-            memory: memory.and_then(ByteSize::from_bytes),
-            pids: pids.and_then(NonZeroU64::new),
-            cpus: cpus.and_then(NonZeroU64::new).map(Cpus::from_millis),
-            tmp_size: tmp.and_then(ByteSize::from_bytes),
-            read_only: ro.into_iter().filter_map(HostPath::parse).collect(),
-            hide: hide.into_iter().map(rel).collect(),
-            allow_git_mutations: git,
-        });
+        .prop_map(
+            |(memory, pids, cpus, tmp, output, ro, hide, git)| Isolation {
+                memory: memory.and_then(ByteSize::from_bytes),
+                pids: pids.and_then(NonZeroU64::new),
+                cpus: cpus.and_then(NonZeroU64::new).map(Cpus::from_millis),
+                tmp_size: tmp.and_then(ByteSize::from_bytes),
+                output_limit: output.and_then(ByteSize::from_bytes),
+                read_only: ro.into_iter().filter_map(HostPath::parse).collect(),
+                hide: hide.into_iter().map(rel).collect(),
+                allow_git_mutations: git,
+            },
+        );
     (
         "[a-z][a-z0-9 -]{0,20}",
         "[a-z][a-z0-9.-]{0,10}",

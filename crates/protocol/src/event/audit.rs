@@ -23,4 +23,12 @@ pub struct AuditRecord {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub duration_ms: u64,
+    /// How many requests this record stands for: repeats of one (decision, reason, host, port)
+    /// within a second are coalesced into one record (DESIGN §10).
+    #[serde(default = "one")]
+    pub count: u64,
+}
+
+fn one() -> u64 {
+    1
 }

@@ -41,6 +41,7 @@ fn json_line_has_the_contract_keys_in_order() {
             exit_code: Some(1),
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         },
     };
     assert_eq!(
@@ -70,6 +71,7 @@ fn every_kind() -> Vec<Event> {
         bytes_up: 1,
         bytes_down: 2,
         duration_ms: 3,
+        count: 2,
     };
     vec![
         Event::RunStarted {
@@ -99,6 +101,7 @@ fn every_kind() -> Vec<Event> {
             exit_code: None,
             reason: Some("ok".into()),
             diff: Some(BlobId(4)),
+            output_omitted_bytes: Some(9),
         },
         Event::Route {
             from: step("a"),
@@ -162,7 +165,11 @@ fn every_kind() -> Vec<Event> {
         Event::ArtifactWritten {
             path: "review.md".into(),
         },
-        Event::CommitCreated { sha: "abc".into() },
+        Event::CommitCreated {
+            sha: "abc".into(),
+            files: vec!["a.rs".into()],
+        },
+        Event::EgressDropped { count: 5 },
         Event::ResourcesSample {
             memory_bytes: Some(1),
             disk_percent: None,
@@ -182,7 +189,11 @@ fn every_event_type_survives_its_stored_form() {
     let mut kinds: Vec<&str> = events.iter().map(Event::kind).collect();
     kinds.sort_unstable();
     kinds.dedup();
-    assert_eq!(kinds.len(), 26, "Appendix A lists 26 event types");
+    assert_eq!(
+        kinds.len(),
+        27,
+        "Appendix A lists 26 event types, Appendix B adds egress.dropped"
+    );
     for event in events {
         let back = Event::from_parts(event.kind(), &event.data_json())
             .unwrap_or_else(|e| panic!("{}: {e}", event.kind()));

@@ -33,6 +33,7 @@ fn finished(step: &'static str, n: u32, verdict: Verdict) -> (Option<&'static st
             exit_code: None,
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         },
     )
 }
@@ -319,6 +320,7 @@ fn egress_rows_group_decisions_per_step_destination_and_reason() {
             bytes_up: bytes,
             bytes_down: bytes * 10,
             duration_ms: 0,
+            count: 1,
         };
     let events = [
         Event::EgressAllow(audit("allow", "files.example.test", 443, None, 0)),

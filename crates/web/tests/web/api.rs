@@ -120,6 +120,7 @@ async fn events_are_filtered_by_type_prefix_step_and_sequence() {
             exit_code: None,
             reason: None,
             diff: None,
+            output_omitted_bytes: None,
         },
     );
     let seqs = |reply: &crate::Reply| -> Vec<u64> {

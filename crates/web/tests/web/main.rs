@@ -113,6 +113,7 @@ impl Fixture {
                 exit_code: Some(0),
                 reason: None,
                 diff: None,
+                output_omitted_bytes: None,
             },
         );
         self.append(
@@ -153,6 +154,7 @@ pub fn egress(decision: &str, host: &str, reason: Option<&str>) -> Event {
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
+        count: 1,
     };
     if decision == "allow" {
         Event::EgressAllow(audit)

@@ -31,6 +31,7 @@ fn record(reason: Option<&'static str>) -> AuditRecord {
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 3,
+        count: 1,
     }
 }
 
@@ -40,12 +41,12 @@ fn the_audit_file_is_created_0600_and_appended_with_the_contract_fields() {
     let path = dir.path().join("audit.jsonl");
     std::fs::write(&path, "earlier line\n").unwrap();
     std::fs::remove_file(&path).unwrap();
-    let sink = JsonLinesSink::open(&path).unwrap();
+    let sink = JsonLinesSink::open(&path, usize::MAX).unwrap();
     sink.record(AuditKind::Decision, &record(Some("private_address")))
         .unwrap();
     drop(sink);
     // A second sink appends; it does not truncate.
-    let sink = JsonLinesSink::open(&path).unwrap();
+    let sink = JsonLinesSink::open(&path, usize::MAX).unwrap();
     sink.record(AuditKind::Decision, &record(None)).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -54,7 +55,7 @@ fn the_audit_file_is_created_0600_and_appended_with_the_contract_fields() {
     assert_eq!(lines.len(), 2);
     assert_eq!(
         lines[0],
-        r#"{"ts":"2026-01-31T12:00:00.123Z","listener":"session-1","step":"build","attempt":1,"proto":"connect","raw_target":"example.test:443","host":"example.test","port":443,"resolved":["192.0.2.1"],"dialed":null,"decision":"deny","reason":"private_address","bytes_up":0,"bytes_down":0,"duration_ms":3}"#
+        r#"{"ts":"2026-01-31T12:00:00.123Z","listener":"session-1","step":"build","attempt":1,"proto":"connect","raw_target":"example.test:443","host":"example.test","port":443,"resolved":["192.0.2.1"],"dialed":null,"decision":"deny","reason":"private_address","bytes_up":0,"bytes_down":0,"duration_ms":3,"count":1}"#
     );
     assert!(
         lines[1].contains(r#""decision":"allow","reason":null"#),
@@ -66,7 +67,8 @@ fn the_audit_file_is_created_0600_and_appended_with_the_contract_fields() {
 #[test]
 fn an_unwritable_audit_path_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let error = JsonLinesSink::open(&dir.path().join("missing/audit.jsonl")).unwrap_err();
+    let error =
+        JsonLinesSink::open(&dir.path().join("missing/audit.jsonl"), usize::MAX).unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
 }
 

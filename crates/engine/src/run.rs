@@ -1,0 +1,698 @@
+//! Run assembly: from "a pipeline file and flags" to an engine ready to drive, fresh and resumed
+//! runs alike — the workspace and its view, the host boundary at start (tooling committed and
+//! unchanged, a clean worktree for a commit action), the tooling snapshot every later read comes
+//! from, the run's locks (run first, then workspace, on both paths), secrets, keys, the operator
+//! policy, the sandbox executor with its egress — and then driving it.
+//!
+//! The cli keeps flags, exit codes, printing and the page: [`prepare`] does every check and
+//! takes the locks without creating anything; the caller binds its page, then [`Ready::create`]
+//! records a fresh run and [`Ready::drive`] runs it.
+
+mod tooling;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cordon_pipeline::policy::OperatorPolicy;
+use cordon_pipeline::{Action, Pipeline, StepKind};
+use cordon_protocol::event::{Outcome, Timestamp};
+use cordon_protocol::{Record, RunId};
+use cordon_store::{Lock, RunRow, StateDir, Store, StoreError};
+use cordon_workspace::{View, WsPath};
+
+use crate::agent_step::LoopDriver;
+use crate::egress::{Egress, OperatorGrants};
+use crate::executor::sandbox::SandboxExecutor;
+use crate::resources::{DiskLimits, Limits, ResourceGuard};
+use crate::workspace::HostWorkspace;
+use crate::{
+    AgentDriver, Ending, Engine, EngineError, ErrorClass, Observer, RunContext, RunState, Secrets,
+    error_chain,
+};
+
+pub use tooling::{ToolingSnapshot, tooling_paths};
+
+/// Why a run cannot be prepared or driven, with the exit class it gets (Appendix A).
+#[derive(Debug)]
+pub struct RunError {
+    pub class: ErrorClass,
+    pub message: String,
+    /// Lines to print before the message (a pipeline's diagnostics).
+    pub details: Vec<String>,
+}
+
+impl RunError {
+    pub fn usage(message: impl Into<String>) -> RunError {
+        RunError::new(ErrorClass::Usage, message)
+    }
+
+    fn runtime(message: impl Into<String>) -> RunError {
+        RunError::new(ErrorClass::Runtime, message)
+    }
+
+    fn new(class: ErrorClass, message: impl Into<String>) -> RunError {
+        RunError {
+            class,
+            message: message.into(),
+            details: Vec::new(),
+        }
+    }
+}
+
+impl From<&EngineError> for RunError {
+    fn from(err: &EngineError) -> RunError {
+        RunError::new(err.class(), error_chain(err))
+    }
+}
+
+impl From<EngineError> for RunError {
+    fn from(err: EngineError) -> RunError {
+        RunError::from(&err)
+    }
+}
+
+impl From<StoreError> for RunError {
+    fn from(err: StoreError) -> RunError {
+        let class = match &err {
+            StoreError::InsideWorkspace { .. }
+            | StoreError::NoStateDir
+            | StoreError::RelativeStateDir(_)
+            | StoreError::UnknownRun(_)
+            | StoreError::AmbiguousRun { .. }
+            | StoreError::Held(..) => ErrorClass::Usage,
+            _ => ErrorClass::Runtime,
+        };
+        RunError::new(class, error_chain(&err))
+    }
+}
+
+impl From<cordon_git::GitError> for RunError {
+    fn from(err: cordon_git::GitError) -> RunError {
+        RunError::from(EngineError::from(err))
+    }
+}
+
+/// The operator policy a run is under, and the file it came from (masked in every sandbox).
+pub struct Operator {
+    pub policy: OperatorPolicy,
+    pub path: Option<PathBuf>,
+}
+
+/// Which run.
+pub enum Start {
+    /// A new run of `pipeline` in `workspace` (default: the top of the git work tree holding
+    /// the pipeline).
+    Fresh {
+        pipeline: PathBuf,
+        workspace: Option<PathBuf>,
+    },
+    /// A stored run (`None`: the latest); `pipeline`, when given, must be the run's own.
+    Resume {
+        run: Option<String>,
+        pipeline: Option<PathBuf>,
+    },
+}
+
+/// What the command line asks for.
+pub struct Request<'a> {
+    pub start: Start,
+    pub state_dir: &'a StateDir,
+    /// The attempt budget instead of the pipeline's (`--max-attempts`).
+    pub max_attempts: Option<NonZeroU32>,
+    /// Rerun setup hooks whose stamp matches (`--refresh`).
+    pub refresh: bool,
+    /// Write every model turn as a replay transcript (`--record FILE`).
+    pub record: Option<PathBuf>,
+    /// Loads the operator policy for a workspace (refused inside it).
+    pub operator: &'a dyn Fn(&Path) -> Result<Operator, String>,
+    /// The host environment: key variables, `SSL_CERT_FILE`, the user's git config location.
+    pub env: &'a dyn Fn(&str) -> Option<OsString>,
+}
+
+/// What [`prepare`] found.
+pub enum Prepared {
+    /// The run already finished and cannot continue (`run <id> already finished: …`).
+    Finished {
+        run: RunId,
+        outcome: Outcome,
+    },
+    Ready(Box<Ready>),
+}
+
+/// How the engine begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Begin {
+    /// `run.started` with this budget.
+    Fresh(u32),
+    /// `run.resumed` with this budget.
+    Resume(u32),
+}
+
+/// A run whose checks passed and whose locks are held.
+pub struct Ready {
+    pub run: RunId,
+    pub pipeline: Pipeline,
+    /// The pipeline's warnings (fresh runs), to print.
+    pub warnings: Vec<String>,
+    store: Store,
+    workspace: HostWorkspace,
+    secrets: Secrets,
+    tooling: Vec<WsPath>,
+    agents: Option<LoopDriver>,
+    operator: Operator,
+    lane: Option<cordon_egress::lane::LaneConfig>,
+    begin: Begin,
+    /// The run to record (fresh runs), with the tooling snapshot.
+    row: Option<(RunRow, ToolingSnapshot)>,
+    refresh: bool,
+    // Taken run first, then workspace; released in the reverse order (fields drop in order).
+    _workspace_lock: Lock,
+    _run_lock: Lock,
+}
+
+/// What the caller passes to [`Ready::drive`].
+pub struct Drive<'a> {
+    /// Addresses this process listens on (the run's page): never an egress destination.
+    pub listening: Vec<SocketAddr>,
+    /// Called once `run.started` / `run.resumed` is durable, with the workspace changes a
+    /// resumed run keeps (`git status --short` lines; empty for a fresh run).
+    pub started: &'a mut dyn FnMut(RunId, &str),
+}
+
+/// Refuses (exit 3) when a required sandbox layer is missing, before anything is created.
+fn refuse_missing_layers() -> Result<(), RunError> {
+    let probe = cordon_sandbox::probe::Probe::detect();
+    match probe.missing_required().first() {
+        None => Ok(()),
+        Some(status) => Err(RunError::new(
+            ErrorClass::Layer,
+            format!(
+                "refusing to run: the sandbox layer `{}` is not available ({}); {}",
+                status.layer.as_str(),
+                status.detail,
+                status.remedy.as_deref().unwrap_or("run `cordon doctor`")
+            ),
+        )),
+    }
+}
+
+/// `flag` (which must be the top of a git work tree), or the top of the git work tree
+/// containing the pipeline, found by walking up to a `.git` entry. `pipeline_file` is absolute.
+pub fn locate_workspace(
+    flag: Option<&Path>,
+    pipeline_arg: &Path,
+    pipeline_file: &Path,
+) -> Result<PathBuf, String> {
+    let pipeline_dir = pipeline_file.parent().unwrap_or(Path::new("/"));
+    let pipeline_dir = pipeline_dir.canonicalize().map_err(|err| {
+        format!(
+            "cannot resolve the pipeline's directory {}: {err}",
+            pipeline_dir.display()
+        )
+    })?;
+    let workspace = match flag {
+        Some(dir) => {
+            let dir = dir.canonicalize().map_err(|err| {
+                format!(
+                    "workspace {} cannot be opened: {err}; pass an existing directory to -w",
+                    dir.display()
+                )
+            })?;
+            if std::fs::symlink_metadata(dir.join(".git")).is_err() {
+                return Err(format!(
+                    "workspace {} is not the top of a git work tree (it has no .git); pass the \
+                     work tree's top directory to -w, or run `git init` there",
+                    dir.display()
+                ));
+            }
+            dir
+        }
+        None => pipeline_dir
+            .ancestors()
+            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+            .map(Path::to_path_buf)
+            .ok_or_else(|| {
+                format!(
+                    "{} is not inside a git work tree; pass the workspace with -w DIR, or run \
+                     `git init` in the project's top directory",
+                    pipeline_arg.display()
+                )
+            })?,
+    };
+    if !pipeline_dir.starts_with(&workspace) {
+        return Err(format!(
+            "the pipeline {} is outside the workspace {}; tooling files must be tracked in the \
+             workspace, so move the pipeline there or pass its work tree with -w",
+            pipeline_arg.display(),
+            workspace.display()
+        ));
+    }
+    Ok(workspace)
+}
+
+/// The workspace's view and repository. `scratch`: the run's private directory (`None`: a dry
+/// run, which writes nothing).
+pub fn open_workspace(
+    path: &Path,
+    scratch: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<HostWorkspace, RunError> {
+    let not_git = || RunError::from(cordon_git::GitError::NotGit(path.to_path_buf()));
+    let dirs = cordon_sandbox::git::discover(path)
+        .map_err(|err| RunError::usage(err.to_string()))?
+        .ok_or_else(not_git)?;
+    let view = View::open(path).map_err(|err| {
+        RunError::runtime(format!(
+            "cannot open the workspace {}: {err}",
+            path.display()
+        ))
+    })?;
+    let dirs = cordon_git::Dirs {
+        common_dir: dirs.common_dir.unwrap_or_else(|| dirs.git_dir.clone()),
+        git_dir: dirs.git_dir,
+    };
+    let identity = cordon_git::user_identity(env).unwrap_or_default();
+    let repo = cordon_git::Repo::open(&view, dirs, scratch, identity)?;
+    Ok(HostWorkspace::new(view, Some(repo)))
+}
+
+/// What the host boundary refuses a run for, in order: tooling not committed or changed (the
+/// first such file), a dirty worktree when the pipeline commits. A run stops at the first;
+/// `run --dry-run` shows them all.
+pub fn host_refusals(
+    workspace: &HostWorkspace,
+    pipeline: &Pipeline,
+    tooling: &[WsPath],
+) -> Vec<cordon_git::GitError> {
+    let Some(git) = workspace.git() else {
+        return vec![cordon_git::GitError::NotGit(workspace.path().to_path_buf())];
+    };
+    let mut refusals = Vec::new();
+    if let Err(err) = git.check_tooling(workspace.view(), tooling) {
+        refusals.push(err);
+    }
+    if has_commit(pipeline) {
+        match git.dirty_paths(workspace.view(), &mut cordon_git::StatCache::default()) {
+            Ok(dirty) if !dirty.is_empty() => {
+                let list: Vec<String> = dirty
+                    .iter()
+                    .map(|p| format!("  {}", cordon_protocol::text::escape_line(p)))
+                    .collect();
+                refusals.push(cordon_git::GitError::Dirty(list.join("\n")));
+            }
+            Ok(_) => {}
+            Err(err) => refusals.push(err),
+        }
+    }
+    refusals
+}
+
+/// What `run --dry-run` warns about: the real run's host checks, run without writing anything.
+pub fn dry_run_refusals(
+    pipeline: &Pipeline,
+    pipeline_file: &Path,
+    workspace: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Vec<String> {
+    let host = match open_workspace(workspace, None, env) {
+        Ok(host) => host,
+        Err(err) => return vec![err.message],
+    };
+    let pipeline_file = pipeline_file
+        .canonicalize()
+        .unwrap_or_else(|_| pipeline_file.to_path_buf());
+    let tooling = tooling_paths(pipeline, &pipeline_file, workspace);
+    host_refusals(&host, pipeline, &tooling)
+        .iter()
+        .map(|err| error_chain(err))
+        .collect()
+}
+
+fn has_commit(pipeline: &Pipeline) -> bool {
+    pipeline
+        .steps
+        .iter()
+        .any(|s| matches!(s.kind, StepKind::Action(Action::Commit { .. })))
+}
+
+/// The run's private directory in the state dir (the git baseline).
+fn scratch_dir(store: &Store, run: RunId) -> PathBuf {
+    store.dir().join("runs").join(run.to_string())
+}
+
+/// Checks everything a run needs and takes its locks, creating nothing.
+pub fn prepare(request: &Request<'_>) -> Result<Prepared, RunError> {
+    match &request.start {
+        Start::Fresh {
+            pipeline,
+            workspace,
+        } => fresh(request, pipeline, workspace.as_deref()),
+        Start::Resume { run, pipeline } => resume(request, run.as_deref(), pipeline.as_deref()),
+    }
+}
+
+fn fresh(
+    request: &Request<'_>,
+    pipeline_arg: &Path,
+    workspace_flag: Option<&Path>,
+) -> Result<Prepared, RunError> {
+    let pipeline_file = std::path::absolute(pipeline_arg)
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| RunError::usage(format!("cannot resolve {}: {e}", pipeline_arg.display())))?;
+    let workspace_path =
+        locate_workspace(workspace_flag, pipeline_arg, &pipeline_file).map_err(RunError::usage)?;
+    // The pipeline and its agent files are read through the workspace view, like every later
+    // read of the tooling.
+    let view = View::open(&workspace_path).map_err(|err| {
+        RunError::runtime(format!(
+            "cannot open the workspace {}: {err}",
+            workspace_path.display()
+        ))
+    })?;
+    let first = tooling::load(&view, &workspace_path, &pipeline_file, pipeline_arg)?;
+    crate::preflight(&first.pipeline)?;
+    refuse_missing_layers()?;
+    request
+        .state_dir
+        .refuse_inside(&workspace_path)
+        .map_err(RunError::from)?;
+    let operator = (request.operator)(&workspace_path).map_err(RunError::usage)?;
+    let secrets = Secrets::resolve(&first.pipeline, &|key| {
+        (request.env)(key).and_then(|v| v.into_string().ok())
+    })
+    .map_err(|e| RunError::from(EngineError::from(e)))?;
+    // The lane's key is read now, host-side: a missing one is exit 2 before anything runs.
+    let lane = crate::lane::lane_config(&first.pipeline, request.env)?;
+    let store = Store::open(request.state_dir)?;
+    let run = cordon_store::new_run_id()?;
+    let workspace = open_workspace(
+        &workspace_path,
+        Some(&scratch_dir(&store, run)),
+        request.env,
+    )?;
+    // Host boundary at start: tooling committed and unmodified; a clean worktree for a commit.
+    let tooling = tooling_paths(&first.pipeline, &pipeline_file, &workspace_path);
+    if let Some(refusal) = host_refusals(&workspace, &first.pipeline, &tooling)
+        .into_iter()
+        .next()
+    {
+        return Err(refusal.into());
+    }
+    let run_lock = store.lock_run(run)?;
+    let workspace_lock = lock_workspace(&store, &workspace_path)?;
+    // Everything from here on reads the tooling from its snapshot, never the workspace again.
+    let snapshot = ToolingSnapshot::read(workspace.view(), &tooling)?;
+    let loaded = snapshot.pipeline(&pipeline_file, &workspace_path)?;
+    let pipeline = loaded.pipeline;
+    let agents = agent_driver(
+        request,
+        &pipeline,
+        &pipeline_file,
+        &workspace_path,
+        &snapshot,
+        &operator,
+    )?;
+    let max_attempts = request.max_attempts.unwrap_or(pipeline.max_attempts).get();
+    let row = RunRow {
+        id: run,
+        pipeline: pipeline.name.clone(),
+        pipeline_file,
+        workspace: workspace_path,
+        started: Timestamp(run.unix_millis()),
+        snapshot: None,
+    };
+    Ok(Prepared::Ready(Box::new(Ready {
+        run,
+        warnings: first.warnings,
+        pipeline,
+        store,
+        workspace,
+        secrets,
+        tooling,
+        agents,
+        operator,
+        lane,
+        begin: Begin::Fresh(max_attempts),
+        row: Some((row, snapshot)),
+        refresh: request.refresh,
+        _workspace_lock: workspace_lock,
+        _run_lock: run_lock,
+    })))
+}
+
+fn lock_workspace(store: &Store, workspace: &Path) -> Result<Lock, RunError> {
+    store.lock_workspace(workspace)?.ok_or_else(|| {
+        RunError::usage(format!(
+            "the workspace {} is held by a live run; wait for it to finish or stop it",
+            workspace.display()
+        ))
+    })
+}
+
+fn resume(
+    request: &Request<'_>,
+    which: Option<&str>,
+    given: Option<&Path>,
+) -> Result<Prepared, RunError> {
+    let store = Store::open(request.state_dir)?;
+    let run = match which {
+        Some(text) => store.find_run(text)?,
+        None => store
+            .last_run()?
+            .ok_or_else(|| RunError::usage("no run to resume"))?,
+    };
+    let row = store
+        .run(run)?
+        .ok_or_else(|| RunError::usage(format!("no run matches `{run}`")))?;
+    if let Some(given) = given {
+        let given = given.canonicalize().unwrap_or_else(|_| given.to_path_buf());
+        if given != row.pipeline_file {
+            return Err(RunError::usage(format!(
+                "run {run} belongs to {}, not {}; resume it with its own pipeline or without PIPELINE",
+                row.pipeline_file.display(),
+                given.display()
+            )));
+        }
+    }
+    let snapshot = ToolingSnapshot::stored(&store, &row)?;
+    let pipeline = snapshot
+        .pipeline(&row.pipeline_file, &row.workspace)
+        .map_err(|mut err| {
+            err.class = ErrorClass::Runtime;
+            err.message = format!(
+                "the stored pipeline of run {} no longer loads:\n{}",
+                row.id,
+                err.details.join("\n")
+            );
+            err.details.clear();
+            err
+        })?
+        .pipeline;
+    let records = store.events(run)?;
+    let state = RunState::replay(&records);
+    // A run killed between its creation and `run.started` has no events: it starts afresh.
+    let fresh = records.is_empty();
+    let budget = if fresh {
+        pipeline.max_attempts.get()
+    } else {
+        state.max_attempts
+    };
+    let max_attempts = request.max_attempts.map_or(budget, NonZeroU32::get);
+    if let Some(outcome) = state.outcome {
+        let continues = state.exhausted.is_some() && max_attempts > state.attempt.get();
+        if !continues {
+            return Ok(Prepared::Finished { run, outcome });
+        }
+    }
+    refuse_missing_layers()?;
+    let run_lock = store.lock_run(run)?;
+    let workspace_lock = lock_workspace(&store, &row.workspace)?;
+    let operator = (request.operator)(&row.workspace).map_err(RunError::usage)?;
+    let secrets = Secrets::resolve(&pipeline, &|key| {
+        (request.env)(key).and_then(|v| v.into_string().ok())
+    })
+    .map_err(|e| RunError::from(EngineError::from(e)))?;
+    let lane = crate::lane::lane_config(&pipeline, request.env)?;
+    let workspace = open_workspace(&row.workspace, Some(&scratch_dir(&store, run)), request.env)?;
+    let tooling = tooling_paths(&pipeline, &row.pipeline_file, &row.workspace);
+    let agents = agent_driver(
+        request,
+        &pipeline,
+        &row.pipeline_file,
+        &row.workspace,
+        &snapshot,
+        &operator,
+    )?;
+    Ok(Prepared::Ready(Box::new(Ready {
+        run,
+        warnings: Vec::new(),
+        pipeline,
+        store,
+        workspace,
+        secrets,
+        tooling,
+        agents,
+        operator,
+        lane,
+        begin: if fresh {
+            Begin::Fresh(max_attempts)
+        } else {
+            Begin::Resume(max_attempts)
+        },
+        row: None,
+        refresh: request.refresh,
+        _workspace_lock: workspace_lock,
+        _run_lock: run_lock,
+    })))
+}
+
+/// The run's agent driver (`None` without agent steps): its provider, its files from the tooling
+/// snapshot, grants bounded by the operator, and the `--record` file.
+fn agent_driver(
+    request: &Request<'_>,
+    pipeline: &Pipeline,
+    pipeline_file: &Path,
+    workspace: &Path,
+    snapshot: &ToolingSnapshot,
+    operator: &Operator,
+) -> Result<Option<LoopDriver>, RunError> {
+    let base = pipeline_file
+        .parent()
+        .and_then(|p| p.strip_prefix(workspace).ok())
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    let lookup = |rel: &cordon_pipeline::RelPath| {
+        snapshot.text(&base.join(rel.as_path())).map(str::to_owned)
+    };
+    // A resumed run adds to its recording; a fresh run starts a new one.
+    let resuming = matches!(request.start, Start::Resume { .. });
+    let record: Option<Box<dyn std::io::Write + Send>> = match &request.record {
+        Some(path) => Some(Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(resuming)
+                .truncate(!resuming)
+                .open(path)
+                .map_err(|e| {
+                    RunError::usage(format!(
+                        "cannot open {} for --record: {e}; pass a writable file path",
+                        path.display()
+                    ))
+                })?,
+        )),
+        None => None,
+    };
+    let mut driver = LoopDriver::prepare(pipeline, &lookup, request.env, record)
+        .map_err(|e| RunError::from(EngineError::Agent(e)))?;
+    if let Some(driver) = driver.as_mut() {
+        driver.set_grants(Box::new(OperatorGrants::new(&operator.policy)));
+    }
+    Ok(driver)
+}
+
+impl Ready {
+    /// Whether this continues a run that had begun.
+    pub fn resumed(&self) -> bool {
+        matches!(self.begin, Begin::Resume(_))
+    }
+
+    /// The store the run is in.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Records a fresh run (with its tooling snapshot); nothing for a resumed one. Call once the
+    /// caller is ready to drive (its page bound), so a failure before leaves no run behind.
+    pub fn create(&mut self) -> Result<(), RunError> {
+        let Some((mut row, snapshot)) = self.row.take() else {
+            return Ok(());
+        };
+        let blob = self.store.put_blob(self.run, &snapshot.encode())?;
+        row.snapshot = Some(blob);
+        self.store.create_run(&row)?;
+        Ok(())
+    }
+
+    /// Runs the run until it finishes or `observer` stops it.
+    pub fn drive(
+        &mut self,
+        drive: Drive<'_>,
+        observer: &mut dyn Observer,
+    ) -> Result<Ending, RunError> {
+        let sandbox_workspace = cordon_sandbox::Workspace::open(self.workspace.path())
+            .map_err(|e| RunError::runtime(error_chain(&e)))?;
+        let init = cordon_sandbox::InitProgram::current_exe()
+            .map_err(|e| RunError::runtime(error_chain(&e)))?;
+        let mut mask = vec![self.store.dir().to_path_buf()];
+        mask.extend(self.operator.path.clone());
+        let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask);
+        if needs_egress(&self.pipeline) || self.lane.is_some() {
+            let mut egress = Egress::new(self.run, &self.operator.policy, drive.listening)
+                .map_err(|e| {
+                    RunError::runtime(format!("cannot start the egress proxy's runtime: {e}"))
+                })?;
+            if let Some(config) = self.lane.take() {
+                egress = egress
+                    .with_lane(config)
+                    .map_err(|e| RunError::usage(error_chain(&e)))?;
+            }
+            executor = executor.with_egress(Arc::new(egress));
+        }
+        let limits = self.operator.policy.limits;
+        let cx = RunContext {
+            store: &self.store,
+            run: self.run,
+            pipeline: &self.pipeline,
+            workspace: &self.workspace,
+            executor: &mut executor,
+            secrets: &self.secrets,
+            refresh: self.refresh,
+            tooling: self.tooling.clone(),
+            agents: self.agents.as_mut().map(|d| d as &mut dyn AgentDriver),
+        };
+        let mut engine = Engine::new(cx, observer)?;
+        engine.set_resource_guard(ResourceGuard::new(Limits {
+            disk: DiskLimits {
+                warn: limits.disk_warn,
+                abort: limits.disk_abort,
+            },
+            mem_warn: limits.mem_warn,
+        }));
+        match self.begin {
+            Begin::Fresh(max) => engine.start(max),
+            Begin::Resume(max) => engine.resume(max),
+        }?;
+        let kept = match (self.begin, self.workspace.git()) {
+            (Begin::Resume(_), Some(git)) => git
+                .status_short(self.workspace.view(), &mut cordon_git::StatCache::default())
+                .unwrap_or_else(|err| format!("(cannot list them: {err})\n")),
+            _ => String::new(),
+        };
+        (drive.started)(self.run, &kept);
+        Ok(engine.drive()?)
+    }
+
+    /// The records of the run so far (a resumed run's progress view catches up on them).
+    pub fn records(&self) -> Result<Vec<Record>, RunError> {
+        Ok(self.store.events(self.run)?)
+    }
+}
+
+/// Whether any step or setup hook has a network, and so needs the egress proxy.
+fn needs_egress(pipeline: &Pipeline) -> bool {
+    let networked =
+        |network: &cordon_pipeline::Network| !matches!(network, cordon_pipeline::Network::None);
+    pipeline.steps.iter().any(|step| {
+        step.kind.sandbox().is_some_and(|sandbox| {
+            networked(&sandbox.network)
+                || sandbox
+                    .setup
+                    .as_ref()
+                    .is_some_and(|setup| networked(&setup.network))
+        })
+    })
+}
