@@ -253,6 +253,23 @@ pub fn locate_workspace(
     Ok(workspace)
 }
 
+/// The pipeline at `pipeline_file` (canonical, inside `workspace`) and its agent files, read
+/// through the workspace view, with its warnings; `shown` is the path as the user gave it.
+pub fn load_pipeline(
+    workspace: &Path,
+    pipeline_file: &Path,
+    shown: &Path,
+) -> Result<(Pipeline, Vec<String>), RunError> {
+    let view = View::open(workspace).map_err(|err| {
+        RunError::runtime(format!(
+            "cannot open the workspace {}: {err}",
+            workspace.display()
+        ))
+    })?;
+    let loaded = tooling::load(&view, workspace, pipeline_file, shown)?;
+    Ok((loaded.pipeline, loaded.warnings))
+}
+
 /// The workspace's view and repository. `scratch`: the run's private directory (`None`: a dry
 /// run, which writes nothing).
 pub fn open_workspace(

@@ -59,6 +59,11 @@ impl HostWorkspace {
     pub fn feedback(&self, path: &WsPath) -> Option<String> {
         match self.view.read(path, FEEDBACK_LIMIT) {
             Ok(None) => None,
+            // Binary content is no feedback, and NUL bytes cost six times their size in JSON.
+            Ok(Some(read)) if read.bytes.contains(&0) => Some(format!(
+                "[cordon: a binary file of {} bytes, not shown]\n",
+                read.size
+            )),
             Ok(Some(read)) => {
                 let mut text = String::from_utf8_lossy(&read.bytes).into_owned();
                 if read.omitted() > 0 {

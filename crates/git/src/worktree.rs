@@ -34,6 +34,20 @@ pub enum Skip {
     Repository,
     /// Could not be read (named in the reason).
     Unreadable(String),
+    /// Larger than [`MAX_BLOB`], or a sparse file larger than [`SPARSE_FROM`]: its size.
+    TooLarge(u64),
+}
+
+/// The largest file the host's git reads: a bigger one is skipped and listed, so a step cannot
+/// make the host hash without end.
+pub const MAX_BLOB: u64 = 1 << 30;
+/// From this size on a sparse file (less than half of it allocated) is skipped and listed: its
+/// holes would cost the host reading time the step never paid for in writing.
+pub const SPARSE_FROM: u64 = 16 << 20;
+
+/// Whether the host's git leaves this file out for its size.
+fn too_large(meta: &Meta) -> bool {
+    meta.size > MAX_BLOB || (meta.size > SPARSE_FROM && meta.allocated < meta.size / 2)
 }
 
 /// One skipped entry.
@@ -49,6 +63,11 @@ impl std::fmt::Display for Skipped {
             Skip::Kind(kind) => write!(f, "{} ({kind})", self.path),
             Skip::Repository => write!(f, "{} (a repository of its own)", self.path),
             Skip::Unreadable(reason) => write!(f, "{} ({reason})", self.path),
+            Skip::TooLarge(size) => write!(
+                f,
+                "{} ({size} bytes, sparse or larger than {MAX_BLOB}; not read)",
+                self.path
+            ),
         }
     }
 }
@@ -356,6 +375,11 @@ impl Scan<'_> {
             }
             Kind::File | Kind::Symlink => {
                 if tracked.is_none() && self.ignored(bytes, false) {
+                    return Ok(Visit::Skip);
+                }
+                if meta.kind == Kind::File && too_large(meta) {
+                    self.keep_head(bytes);
+                    self.skip(path, Skip::TooLarge(meta.size));
                     return Ok(Visit::Skip);
                 }
                 match self.read(path, meta) {

@@ -56,6 +56,8 @@ pub struct Meta {
     /// The permission bits (`st_mode & 0o7777`).
     pub permissions: u32,
     pub size: u64,
+    /// Bytes allocated on disk (`st_blocks * 512`): far below `size` for a sparse file.
+    pub allocated: u64,
     pub dev: u64,
     pub ino: u64,
     pub uid: u32,
@@ -70,6 +72,9 @@ impl Meta {
             kind: Kind::of(FileType::from_raw_mode(stat.st_mode)),
             permissions: stat.st_mode & 0o7777,
             size: u64::try_from(stat.st_size).unwrap_or(0),
+            allocated: u64::try_from(stat.st_blocks)
+                .unwrap_or(0)
+                .saturating_mul(512),
             dev: stat.st_dev,
             ino: stat.st_ino,
             uid: stat.st_uid,

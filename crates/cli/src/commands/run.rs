@@ -66,19 +66,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("cordon: --dry-run needs a PIPELINE");
         return Ok(ExitCode::from(2));
     };
-    let loaded = match crate::pipeline_file::load(&pipeline_path) {
-        Ok(loaded) => loaded,
-        Err(message) => {
-            eprintln!("cordon: {message}");
+    let pipeline_file = match std::path::absolute(&pipeline_path).and_then(|p| p.canonicalize()) {
+        Ok(p) => p,
+        Err(err) => {
+            eprintln!("cordon: cannot resolve {}: {err}", pipeline_path.display());
             return Ok(ExitCode::from(2));
         }
-    };
-    for warning in &loaded.warnings {
-        eprintln!("{warning}");
-    }
-    let pipeline_file = match std::path::absolute(&pipeline_path) {
-        Ok(p) => p,
-        Err(err) => anyhow::bail!("cannot resolve {}: {err}", pipeline_path.display()),
     };
     let workspace = match cordon_engine::run::locate_workspace(
         args.workspace.as_deref(),
@@ -91,6 +84,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    // Read through the workspace view, as the run will read it.
+    let (pipeline, warnings) =
+        match cordon_engine::run::load_pipeline(&workspace, &pipeline_file, &pipeline_path) {
+            Ok(loaded) => loaded,
+            Err(err) => {
+                for line in &err.details {
+                    eprintln!("{}", cordon_protocol::text::escape_text(line));
+                }
+                eprintln!(
+                    "cordon: {}",
+                    cordon_protocol::text::escape_text(&err.message)
+                );
+                return Ok(ExitCode::from(2));
+            }
+        };
+    let loaded = cordon_pipeline::Loaded {
+        pipeline,
+        warnings: Default::default(),
+    };
+    for warning in &warnings {
+        eprintln!("{}", cordon_protocol::text::escape_text(warning));
+    }
     let max_attempts = args.max_attempts.unwrap_or(loaded.pipeline.max_attempts);
     let plan = Plan {
         pipeline: &loaded.pipeline,

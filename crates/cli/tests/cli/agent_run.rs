@@ -43,7 +43,7 @@ fn the_offline_example_fixes_the_bug_and_ends_in_a_commit() {
 }
 
 /// A scripted OpenAI-compatible server: answers with `replies` in order, records each request.
-fn openai_server(replies: Vec<serde_json::Value>) -> (String, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn openai_server(replies: Vec<serde_json::Value>) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
     let seen = Arc::new(Mutex::new(Vec::new()));

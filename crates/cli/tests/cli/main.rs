@@ -7,6 +7,7 @@ mod escape;
 mod exec;
 mod exec_egress;
 mod help;
+mod host_boundary;
 mod init;
 mod lane;
 mod logs;

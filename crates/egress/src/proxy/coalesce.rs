@@ -88,6 +88,15 @@ impl Coalescer {
                 None => burst.repeats = Some((kind, record.clone())),
             },
             _ => {
+                // A burst whose window has ended hands over its repeats before the next starts.
+                if let Some(Burst {
+                    repeats: Some(merged),
+                    ..
+                }) = self.open.remove(&key)
+                {
+                    let kept = self.capped(vec![merged]);
+                    out.extend(kept);
+                }
                 if self.open.len() < MAX_OPEN {
                     self.open.insert(
                         key,
@@ -97,10 +106,11 @@ impl Coalescer {
                         },
                     );
                 }
-                out.push((kind, record.clone()));
+                let kept = self.capped(vec![(kind, record.clone())]);
+                out.extend(kept);
             }
         }
-        self.capped(out)
+        out
     }
 
     /// The merged repeats of every burst whose window has ended by `now`.
@@ -243,6 +253,25 @@ mod tests {
         let (held, _) = c.finish();
         assert_eq!(held.len(), 1);
         assert_eq!(held[0].0, AuditKind::Close);
+    }
+
+    #[test]
+    fn expired_repeats_count_once_against_the_cap() {
+        let mut c = Coalescer::new(3);
+        let t0 = Instant::now();
+        let denied = record("a.test", Some("not_allowed"));
+        let mut kept = c.admit(AuditKind::Decision, &denied, t0).len();
+        kept += c.admit(AuditKind::Decision, &denied, t0).len();
+        // The merged repeat comes out with the next record after the window: two records.
+        kept += c
+            .admit(AuditKind::Decision, &record("b.test", None), t0 + WINDOW)
+            .len();
+        assert_eq!(kept, 3);
+        kept += c
+            .admit(AuditKind::Decision, &record("c.test", None), t0 + WINDOW)
+            .len();
+        assert_eq!(kept, 3, "the cap of 3 holds");
+        assert_eq!(c.finish().1, 1);
     }
 
     #[test]
