@@ -63,9 +63,25 @@ pub struct CommandResult {
 /// with a memory cap) and how full its tmpfs is; `None` for what it cannot measure.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gauges {
-    pub memory: Option<crate::resources::Memory>,
+    pub memory: Option<Memory>,
     /// Percent used of the session's `/tmp`.
     pub tmp_percent: Option<u8>,
+}
+
+/// A session's memory use against its cap, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory {
+    pub used: u64,
+    pub cap: u64,
+}
+
+impl Memory {
+    pub(crate) fn percent(self) -> u64 {
+        if self.cap == 0 {
+            return 0;
+        }
+        u64::try_from((u128::from(self.used) * 100) / u128::from(self.cap)).unwrap_or(u64::MAX)
+    }
 }
 
 /// A periodic callback while a command runs ([`StepSession::run_watched`]): called every

@@ -12,13 +12,36 @@ pub trait Files {
     fn read(&self, path: &Path) -> io::Result<String>;
 }
 
-/// Reads files from the file system (the only IO this crate does).
+/// Reads files from the file system (the only IO this crate does): regular files only, at most
+/// [`MAX_FILE`] bytes, so `cordon validate /dev/zero` or a FIFO cannot hang or exhaust it. (A run
+/// reads its pipeline through the workspace view instead.)
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Disk;
 
+/// The largest pipeline, agent or policy file read.
+pub const MAX_FILE: u64 = 4 << 20;
+
 impl Files for Disk {
     fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+        use std::io::Read;
+        let metadata = std::fs::metadata(path)?;
+        if !metadata.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it is not a regular file",
+            ));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)?
+            .take(MAX_FILE + 1)
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_FILE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("it is larger than {MAX_FILE} bytes"),
+            ));
+        }
+        String::from_utf8(bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
     }
 }
 

@@ -97,3 +97,27 @@ fn validate_without_a_pipeline_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("<PIPELINE>"));
 }
+
+#[test]
+fn validate_refuses_a_fifo_and_a_device_without_blocking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("pipeline.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    for path in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
+        let out = crate::support::cordon()
+            .arg("validate")
+            .arg(path)
+            .output()
+            .expect("cordon validate");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("it is not a regular file"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

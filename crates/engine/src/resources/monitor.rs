@@ -15,21 +15,7 @@ const HEARTBEAT: Duration = Duration::from_secs(30);
 /// Memory changes smaller than this (or than 1% of the cap, if larger) do not log a new sample.
 const MEMORY_GRAIN: u64 = 1 << 20;
 
-/// A session's memory use against its cap, in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Memory {
-    pub used: u64,
-    pub cap: u64,
-}
-
-impl Memory {
-    fn percent(self) -> u64 {
-        if self.cap == 0 {
-            return 0;
-        }
-        u64::try_from((u128::from(self.used) * 100) / u128::from(self.cap)).unwrap_or(u64::MAX)
-    }
-}
+pub use crate::executor::Memory;
 
 /// One sample: each part `None` when it could not be taken (or does not exist: no memory cap,
 /// no session yet).
