@@ -132,8 +132,10 @@ impl Policy {
     pub fn check_address(&self, ip: IpAddr, port: Port) -> Result<AddressClass, Reason> {
         let ip = canonical_ip(ip);
         let class = classify(ip);
-        // Metadata endpoints hand out cloud credentials; no operator setting opens them.
-        if class == AddressClass::Metadata {
+        // Metadata endpoints hand out cloud credentials, and an unspecified address (`0.0.0.0/8`,
+        // `::`) reaches whatever listens on this host's loopback: no operator setting opens
+        // either.
+        if matches!(class, AddressClass::Metadata | AddressClass::Unspecified) {
             return Err(Reason::PrivateAddress);
         }
         // A connection back into this process would let a sandbox reach the UI, the model lane or
@@ -227,13 +229,20 @@ impl Policy {
         }
     }
 
-    /// A listener on `0.0.0.0` or `::` accepts on every local address, and the pure core does not
-    /// know the host's addresses, so it is taken to match every address on its port (refusing
-    /// some public `address:port` pairs is the safe side of that gap).
+    /// Whether `ip:port` may reach one of this process's listeners. A listener on `0.0.0.0` or
+    /// `::` accepts on every local address, and the pure core does not know the host's addresses,
+    /// so it is taken to match every address on its port; a loopback listener is reached through
+    /// any loopback address on its port (the kernel routes all of `127.0.0.0/8` locally, and
+    /// nothing is lost by refusing the other ones). Refusing some public `address:port` pairs
+    /// is the safe side of that gap.
     fn is_self(&self, ip: IpAddr, port: Port) -> bool {
-        self.listening
-            .iter()
-            .any(|l| l.port() == port.get() && (l.ip() == ip || l.ip().is_unspecified()))
+        self.listening.iter().any(|l| {
+            l.port() == port.get()
+                && (l.ip() == ip
+                    || l.ip().is_unspecified()
+                    || ip.is_unspecified()
+                    || (l.ip().is_loopback() && ip.is_loopback()))
+        })
     }
 
     /// Whether the allow list is empty (a session with `grants: true` may start that way).

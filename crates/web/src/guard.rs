@@ -29,12 +29,7 @@ pub(crate) async fn gate(State(state): State<AppState>, request: Request, next: 
                     .split('&')
                     .filter(|part| !part.is_empty() && part.split('=').next() != Some("token"))
                     .collect();
-                // `//host/...` would be a redirect to another site: collapse to the root.
-                let path = if path.starts_with("//") {
-                    "/".to_owned()
-                } else {
-                    path
-                };
+                let path = same_origin(&path);
                 let location = if rest.is_empty() {
                     path
                 } else {
@@ -54,6 +49,19 @@ pub(crate) async fn gate(State(state): State<AppState>, request: Request, next: 
             with_headers(response)
         }
         Err(err) => with_headers(err.into_response()),
+    }
+}
+
+/// `path` as a redirect target that stays on this server. Browsers read `\\` as `/`, so
+/// `/\\evil.example` would leave for another site just as `//evil.example` would: backslashes
+/// become slashes, and anything that is then not a plain absolute path (`//…`, no leading `/`,
+/// a control character) becomes `/`.
+fn same_origin(path: &str) -> String {
+    let path = path.replace('\\', "/");
+    if !path.starts_with('/') || path.starts_with("//") || path.chars().any(char::is_control) {
+        "/".to_owned()
+    } else {
+        path
     }
 }
 
@@ -119,4 +127,26 @@ fn with_headers(mut response: Response) -> Response {
         headers.insert(name, HeaderValue::from_static(value));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_origin;
+
+    #[test]
+    fn redirects_stay_on_this_server() {
+        for (path, expected) in [
+            ("/runs/01abc", "/runs/01abc"),
+            ("/", "/"),
+            ("//evil.example/x", "/"),
+            ("/\\evil.example", "/"),
+            ("\\\\evil.example", "/"),
+            ("/\\/evil.example", "/"),
+            ("/ok\\path", "/ok/path"),
+            ("relative", "/"),
+            ("/line\nbreak", "/"),
+        ] {
+            assert_eq!(same_origin(path), expected, "{path:?}");
+        }
+    }
 }

@@ -379,3 +379,44 @@ fn reason_codes_and_statuses_are_appendix_a() {
         assert_eq!(Reason::from_code(r.as_str()), Some(r));
     }
 }
+
+#[test]
+fn unspecified_addresses_are_never_dialled_whatever_allow_private_says() {
+    let p = Spec::default()
+        .open()
+        .allow_private(&["0.0.0.0/0", "::/0"])
+        .build();
+    check(&p, "0.0.0.0:8321", "private_address");
+    check(&p, "0.1.2.3:22", "private_address");
+    check(&p, "[::]:8321", "private_address");
+    check(&p, "[::ffff:0.0.0.0]:8321", "private_address");
+    // Control: the same setting opens other non-public ranges.
+    check(&p, "10.1.2.3:443", "allow");
+    check(&p, "127.0.0.1:8080", "allow");
+    check_answer(&p, "a.example.com:443", &["0.0.0.0"], "private_address");
+    check_answer(&p, "a.example.com:443", &["::"], "private_address");
+}
+
+#[test]
+fn every_address_that_reaches_a_listener_of_this_process_is_self() {
+    let p = Spec::default()
+        .open()
+        .allow_private(&["0.0.0.0/0", "::/0"])
+        .listening(&["127.0.0.1:8321", "[::1]:3129", "0.0.0.0:4000"])
+        .build();
+    for target in [
+        "127.0.0.1:8321",
+        "127.0.0.2:8321",
+        "[::ffff:127.0.0.1]:8321",
+        "[::1]:3129",
+        "127.0.0.1:3129",
+        "10.9.8.7:4000",
+        "[2001:db8::1]:4000",
+    ] {
+        check(&p, target, "self");
+    }
+    // Control: other ports of the same addresses are reachable with `allow_private`.
+    check(&p, "127.0.0.1:8322", "allow");
+    check(&p, "[::1]:8321", "self");
+    check(&p, "10.9.8.7:4001", "allow");
+}

@@ -164,3 +164,18 @@ async fn the_token_redirect_never_leaves_the_server() {
         Some("/")
     );
 }
+
+#[tokio::test]
+async fn a_backslash_cannot_turn_the_token_redirect_into_another_site() {
+    let fx = Fixture::new();
+    let request = Request::get(format!("/\\evil.example.test/x?token={TOKEN}"))
+        .header("host", HOST)
+        .body(Body::empty())
+        .expect("request");
+    let reply = send(fx.app(), request).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        reply.headers.get("location").and_then(|v| v.to_str().ok()),
+        Some("/")
+    );
+}
