@@ -11,6 +11,7 @@
 //! Entry points: [`route`] (the pure decision: which requests are forwarded), [`Lane::new`] with
 //! a [`LaneConfig`], [`Lane::spawn`] for a listener handed over from a session.
 
+mod scrub;
 mod serve;
 mod usage;
 

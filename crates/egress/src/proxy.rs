@@ -20,7 +20,7 @@ mod connect;
 mod connection;
 mod dial;
 mod fuzzing;
-mod head;
+pub(crate) mod head;
 mod http;
 mod listener;
 mod reader;

@@ -1,55 +1,71 @@
-//! One lane call per connection: read the request head and body (bounded in size and time),
-//! decide with [`super::route`], forward with the real credential, and write the answer back
-//! piece by piece as the upstream sends it.
+//! One lane call per connection: read the request head and body (bounded in size and time, with
+//! the proxy's own head parser and framing rules), decide with [`super::route`], forward with the
+//! real credential, and write the answer back piece by piece as the upstream sends it, the real
+//! key masked wherever the upstream echoed it (`scrub.rs`).
+//!
+//! Slots are per listener — one session — and only a call being forwarded holds one: a client
+//! still sending its request holds a reading place instead, and when a listener's reading places
+//! are full the oldest is closed (idle connections are reclaimed first), so idle clients cannot
+//! keep real calls out.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
+use super::scrub::Scrub;
 use super::usage::UsageScanner;
 use super::{LaneAuth, LaneCall, LaneConfig, LaneSink, Route, Usage};
+use crate::proxy::head::{self, Framing, Parsed};
 
 /// Largest request head.
 const MAX_HEAD: usize = 64 << 10;
-/// Most request headers.
-const MAX_HEADERS: usize = 100;
+/// Clients of one listener still sending their request; past it the oldest is closed.
+pub(crate) const MAX_READING: usize = 32;
 
-/// What every listener of one lane shares: the settings, the upstream client, the call slots.
+/// What every listener of one lane shares: the settings and the upstream client.
 pub(crate) struct Shared {
     config: LaneConfig,
     client: reqwest::Client,
-    slots: Arc<Semaphore>,
 }
 
 impl Shared {
     pub(crate) fn new(config: LaneConfig, client: reqwest::Client) -> Shared {
-        let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
-        Shared {
-            config,
-            client,
-            slots,
+        Shared { config, client }
+    }
+
+    /// The real key, to mask in what comes back.
+    fn secret(&self) -> &[u8] {
+        match &self.config.auth {
+            LaneAuth::None => b"",
+            LaneAuth::Bearer(key) | LaneAuth::XApiKey(key) => key.as_bytes(),
         }
     }
 }
 
+/// The clients of one listener still sending their request, oldest first: each can be told to
+/// give up its place.
+type Reading = Arc<Mutex<VecDeque<(u64, Arc<Notify>)>>>;
+
 /// Accepts until aborted; aborting drops the `JoinSet`, which aborts every call in flight.
-/// Calls are reported to `sink` (the listener's own: one session).
+/// Calls are reported to `sink` (the listener's own: one session), which has its own call slots
+/// and reading places.
 pub(crate) async fn accept_loop(
     shared: Arc<Shared>,
     sink: Arc<dyn LaneSink>,
     listener: TcpListener,
 ) {
+    let slots = Arc::new(Semaphore::new(shared.config.max_connections.max(1)));
+    let reading: Reading = Arc::default();
     let mut calls = JoinSet::new();
+    let mut next = 0u64;
     loop {
         while calls.try_join_next().is_some() {}
-        let Ok(permit) = Arc::clone(&shared.slots).acquire_owned().await else {
-            return;
-        };
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(_) => {
@@ -59,11 +75,36 @@ pub(crate) async fn accept_loop(
                 continue;
             }
         };
+        let id = next;
+        next += 1;
+        let give_up = Arc::new(Notify::new());
+        {
+            let mut places = reading.lock().unwrap_or_else(PoisonError::into_inner);
+            // Idle connections are reclaimed first: the oldest still-reading client leaves.
+            while places.len() >= MAX_READING {
+                if let Some((_, oldest)) = places.pop_front() {
+                    oldest.notify_one();
+                }
+            }
+            places.push_back((id, Arc::clone(&give_up)));
+        }
         let shared = Arc::clone(&shared);
         let sink = Arc::clone(&sink);
+        let slots = Arc::clone(&slots);
+        let reading = Arc::clone(&reading);
         calls.spawn(async move {
-            let _permit = permit;
-            let _ = serve(&shared, sink.as_ref(), stream).await;
+            let _ = serve(
+                &shared,
+                sink.as_ref(),
+                stream,
+                &slots,
+                (id, &reading, &give_up),
+            )
+            .await;
+            reading
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|(other, _)| *other != id);
         });
     }
 }
@@ -72,7 +113,7 @@ pub(crate) async fn accept_loop(
 struct Request {
     method: String,
     target: String,
-    headers: Vec<(String, Vec<u8>)>,
+    headers: Vec<head::Header>,
     body: Vec<u8>,
 }
 
@@ -83,13 +124,26 @@ struct Refusal {
     message: String,
 }
 
-async fn serve(shared: &Shared, sink: &dyn LaneSink, mut stream: TcpStream) -> std::io::Result<()> {
-    let request = match tokio::time::timeout(
-        shared.config.request_timeout,
-        read_request(&mut stream, shared.config.max_body_bytes),
-    )
-    .await
-    {
+async fn serve(
+    shared: &Shared,
+    sink: &dyn LaneSink,
+    mut stream: TcpStream,
+    slots: &Arc<Semaphore>,
+    (id, reading, give_up): (u64, &Reading, &Notify),
+) -> std::io::Result<()> {
+    let read = tokio::select! {
+        read = tokio::time::timeout(
+            shared.config.request_timeout,
+            read_request(&mut stream, shared.config.max_body_bytes),
+        ) => read,
+        // Reclaimed for a newer client: close without an answer.
+        () = give_up.notified() => return Ok(()),
+    };
+    reading
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|(other, _)| *other != id);
+    let request = match read {
         Ok(Ok(request)) => request,
         Ok(Err(refusal)) => return reply(&mut stream, &refusal).await,
         Err(_) => {
@@ -111,6 +165,10 @@ async fn serve(shared: &Shared, sink: &dyn LaneSink, mut stream: TcpStream) -> s
             };
             return reply(&mut stream, &refusal).await;
         }
+    };
+    // Only a call being forwarded holds one of the listener's slots.
+    let Ok(_slot) = slots.acquire().await else {
+        return Ok(());
     };
     forward(shared, sink, &mut stream, request, &target).await
 }
@@ -171,18 +229,20 @@ async fn forward(
         .unwrap_or("")
         .to_owned();
     let mut scanner = UsageScanner::new(&content_type);
+    let mut scrub = Scrub::new(shared.secret());
     let result = async {
         stream
-            .write_all(&response_head(call.status, response.headers()))
+            .write_all(&response_head(call.status, response.headers(), &scrub))
             .await?;
         stream.flush().await?;
         // Each piece is written and flushed as it arrives: streamed answers pass through
-        // unbuffered.
+        // unbuffered, but for what could be the start of an echoed key.
         while let Some(piece) = response.chunk().await.map_err(std::io::Error::other)? {
             scanner.feed(&piece);
-            stream.write_all(&piece).await?;
+            stream.write_all(&scrub.piece(&piece)).await?;
             stream.flush().await?;
         }
+        stream.write_all(&scrub.finish()).await?;
         stream.shutdown().await
     }
     .await;
@@ -211,25 +271,25 @@ const DROPPED: &[&str] = &[
     "authorization",
     "x-api-key",
     "accept-encoding",
+    // Method and URL overrides: a gateway that honours them would take the call to another
+    // method or path than the one the lane checked, with the real key.
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-method",
+    "x-original-url",
+    "x-rewrite-url",
 ];
 
 /// The client's headers minus [`DROPPED`] and whatever its `Connection` header names, plus the
 /// real credential.
-fn upstream_headers(headers: &[(String, Vec<u8>)], auth: &LaneAuth) -> HeaderMap {
-    let named_by_connection: Vec<String> = headers
-        .iter()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
-        .flat_map(|(_, value)| {
-            String::from_utf8_lossy(value)
-                .split(',')
-                .map(|t| t.trim().to_ascii_lowercase())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+fn upstream_headers(headers: &[head::Header], auth: &LaneAuth) -> HeaderMap {
+    let named_by_connection = head::connection_tokens(headers);
     let mut out = HeaderMap::new();
-    for (name, value) in headers {
+    for header in headers {
+        let (name, value) = (&header.name, &header.value);
         let lower = name.to_ascii_lowercase();
-        if DROPPED.contains(&lower.as_str()) || named_by_connection.contains(&lower) {
+        if DROPPED.contains(&lower.as_str()) || head::is_hop_by_hop(header, &named_by_connection) {
             continue;
         }
         if let (Ok(name), Ok(value)) = (
@@ -261,10 +321,10 @@ fn upstream_headers(headers: &[(String, Vec<u8>)], auth: &LaneAuth) -> HeaderMap
     out
 }
 
-/// The answer's head for the client: the upstream's status and end-to-end headers, and
-/// `Connection: close` — the body is either `Content-Length` framed as the upstream framed it,
-/// or delimited by the close (a streamed answer).
-fn response_head(status: u16, headers: &HeaderMap) -> Vec<u8> {
+/// The answer's head for the client: the upstream's status and end-to-end headers (the real key
+/// masked in every value), and `Connection: close` — the body is either `Content-Length` framed
+/// as the upstream framed it, or delimited by the close (a streamed answer).
+fn response_head(status: u16, headers: &HeaderMap, scrub: &Scrub) -> Vec<u8> {
     let reason = reqwest::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
@@ -280,68 +340,56 @@ fn response_head(status: u16, headers: &HeaderMap) -> Vec<u8> {
         }
         head.extend_from_slice(name.as_bytes());
         head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(&scrub.whole(value.as_bytes()));
         head.extend_from_slice(b"\r\n");
     }
     head.extend_from_slice(b"Connection: close\r\n\r\n");
     head
 }
 
-/// Reads one request: its head (at most [`MAX_HEAD`]) and a `Content-Length` body (at most
-/// `max_body`). A chunked body is refused (every provider client sends a length).
+/// Reads one request: its head (at most [`MAX_HEAD`]), parsed and framed by the proxy's own
+/// rules (one parser for both: `Content-Length: +2`, repeated lengths and chunked bodies are
+/// refused), and a `Content-Length` body (at most `max_body`).
 async fn read_request(stream: &mut TcpStream, max_body: usize) -> Result<Request, Refusal> {
-    let bad = |message: &str| Refusal {
+    let bad = |message: String| Refusal {
         status: 400,
         reason: "bad_target",
-        message: message.to_owned(),
+        message,
     };
     let mut buf = Vec::with_capacity(8 << 10);
     let mut chunk = [0u8; 8 << 10];
-    let (head_len, method, target, headers) = loop {
+    let (head_len, request) = loop {
         let n = stream
             .read(&mut chunk)
             .await
-            .map_err(|_| bad("the connection failed"))?;
+            .map_err(|_| bad("the connection failed".to_owned()))?;
         if n == 0 {
-            return Err(bad("the connection closed before a complete request head"));
+            return Err(bad(
+                "the connection closed before a complete request head".to_owned()
+            ));
         }
         buf.extend_from_slice(&chunk[..n]);
-        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Request::new(&mut slots);
-        match parsed.parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let method = parsed.method.unwrap_or("").to_owned();
-                let target = parsed.path.unwrap_or("").to_owned();
-                let headers = parsed
-                    .headers
-                    .iter()
-                    .map(|h| (h.name.to_owned(), h.value.to_vec()))
-                    .collect::<Vec<_>>();
-                break (len, method, target, headers);
+        match head::parse_request(&buf) {
+            Ok(Parsed::Complete(request, len)) if len <= MAX_HEAD => break (len, request),
+            Ok(Parsed::Complete(..)) => {
+                return Err(bad("the request head is too large".to_owned()));
             }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
-            Ok(httparse::Status::Partial) => return Err(bad("the request head is too large")),
-            Err(_) => return Err(bad("the request head is not HTTP/1.1")),
+            Ok(Parsed::Partial) if buf.len() < MAX_HEAD => {}
+            Ok(Parsed::Partial) => return Err(bad("the request head is too large".to_owned())),
+            Err(err) => return Err(bad(err.to_string())),
         }
     };
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| String::from_utf8_lossy(v).trim().to_owned())
-    };
-    if header("transfer-encoding").is_some() {
-        return Err(Refusal {
-            status: 411,
-            reason: "bad_target",
-            message: "the model lane needs a Content-Length body, not a chunked one".to_owned(),
-        });
-    }
-    let length = match header("content-length") {
-        None => 0,
-        Some(text) => text
-            .parse::<usize>()
-            .map_err(|_| bad("the Content-Length is not a number"))?,
+    let length = match head::request_framing(&request) {
+        Ok(Framing::Empty) => 0,
+        Ok(Framing::Length(n)) => usize::try_from(n).unwrap_or(usize::MAX),
+        Ok(Framing::Chunked | Framing::UntilClose) => {
+            return Err(Refusal {
+                status: 411,
+                reason: "bad_target",
+                message: "the model lane needs a Content-Length body, not a chunked one".to_owned(),
+            });
+        }
+        Err(err) => return Err(bad(err.to_string())),
     };
     if length > max_body {
         return Err(Refusal {
@@ -351,30 +399,29 @@ async fn read_request(stream: &mut TcpStream, max_body: usize) -> Result<Request
         });
     }
     let mut body = buf.split_off(head_len);
+    let extra = || bad("bytes follow the request body; send one request per connection".to_owned());
     if body.len() > length {
-        return Err(bad(
-            "bytes follow the request body; send one request per connection",
-        ));
+        return Err(extra());
     }
     while body.len() < length {
         let n = stream
             .read(&mut chunk)
             .await
-            .map_err(|_| bad("the connection failed"))?;
+            .map_err(|_| bad("the connection failed".to_owned()))?;
         if n == 0 {
-            return Err(bad("the connection closed inside the request body"));
+            return Err(bad(
+                "the connection closed inside the request body".to_owned()
+            ));
         }
         body.extend_from_slice(&chunk[..n]);
         if body.len() > length {
-            return Err(bad(
-                "bytes follow the request body; send one request per connection",
-            ));
+            return Err(extra());
         }
     }
     Ok(Request {
-        method,
-        target,
-        headers,
+        method: request.method,
+        target: request.target,
+        headers: request.headers,
         body,
     })
 }
@@ -404,21 +451,25 @@ mod tests {
 
     #[test]
     fn the_clients_credentials_and_hop_by_hop_headers_are_replaced_by_the_real_key() {
-        let headers = vec![
-            (
-                "Authorization".to_owned(),
-                b"Bearer cordon-lane-dummy".to_vec(),
-            ),
-            ("X-Api-Key".to_owned(), b"cordon-lane-dummy".to_vec()),
-            (
-                "Connection".to_owned(),
-                b"keep-alive, X-Secret-Hop".to_vec(),
-            ),
-            ("X-Secret-Hop".to_owned(), b"1".to_vec()),
-            ("anthropic-version".to_owned(), b"2023-06-01".to_vec()),
-            ("Accept-Encoding".to_owned(), b"gzip".to_vec()),
-            ("Host".to_owned(), b"127.0.0.1:3129".to_vec()),
-        ];
+        let headers: Vec<head::Header> = [
+            ("Authorization", &b"Bearer cordon-lane-dummy"[..]),
+            ("X-Api-Key", b"cordon-lane-dummy"),
+            ("Connection", b"keep-alive, X-Secret-Hop"),
+            ("X-Secret-Hop", b"1"),
+            ("anthropic-version", b"2023-06-01"),
+            ("Accept-Encoding", b"gzip"),
+            ("Host", b"127.0.0.1:3129"),
+            ("X-HTTP-Method-Override", b"DELETE"),
+            ("X-Original-URL", b"/v1/files"),
+            ("X-Rewrite-URL", b"/v1/files"),
+            ("Proxy-Authorization", b"Basic eA=="),
+        ]
+        .into_iter()
+        .map(|(name, value)| head::Header {
+            name: name.to_owned(),
+            value: value.to_vec(),
+        })
+        .collect();
         let bearer = upstream_headers(&headers, &LaneAuth::Bearer("real-key".to_owned()));
         assert_eq!(bearer["authorization"], "Bearer real-key");
         assert!(bearer.get("x-api-key").is_none());
@@ -427,6 +478,14 @@ mod tests {
         assert!(bearer.get("host").is_none());
         assert_eq!(bearer["accept-encoding"], "identity");
         assert_eq!(bearer["anthropic-version"], "2023-06-01");
+        for overriding in [
+            "x-http-method-override",
+            "x-original-url",
+            "x-rewrite-url",
+            "proxy-authorization",
+        ] {
+            assert!(bearer.get(overriding).is_none(), "{overriding}");
+        }
 
         let anthropic = upstream_headers(&headers, &LaneAuth::XApiKey("real-key".to_owned()));
         assert_eq!(anthropic["x-api-key"], "real-key");

@@ -8,9 +8,9 @@ const MAX_HEADERS: usize = 128;
 
 /// One header field as received: the name (a token, as `httparse` checked) and the raw value.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Header {
-    pub(super) name: String,
-    pub(super) value: Vec<u8>,
+pub(crate) struct Header {
+    pub(crate) name: String,
+    pub(crate) value: Vec<u8>,
 }
 
 impl Header {
@@ -21,25 +21,25 @@ impl Header {
 
 /// A request head. `target` is the request target exactly as sent.
 #[derive(Clone, Debug)]
-pub(super) struct RequestHead {
-    pub(super) method: String,
-    pub(super) target: String,
+pub(crate) struct RequestHead {
+    pub(crate) method: String,
+    pub(crate) target: String,
     /// The minor HTTP version: 0 or 1.
-    pub(super) minor: u8,
-    pub(super) headers: Vec<Header>,
+    pub(crate) minor: u8,
+    pub(crate) headers: Vec<Header>,
 }
 
 /// A response head.
 #[derive(Clone, Debug)]
-pub(super) struct ResponseHead {
-    pub(super) code: u16,
-    pub(super) reason: String,
-    pub(super) headers: Vec<Header>,
+pub(crate) struct ResponseHead {
+    pub(crate) code: u16,
+    pub(crate) reason: String,
+    pub(crate) headers: Vec<Header>,
 }
 
 /// Why a head or its framing cannot be used.
 #[derive(Debug, Error, PartialEq, Eq)]
-pub(super) enum HeadError {
+pub(crate) enum HeadError {
     #[error("the message head is malformed ({0}); send HTTP/1.1")]
     Malformed(&'static str),
     #[error(
@@ -53,7 +53,7 @@ pub(super) enum HeadError {
 }
 
 /// The outcome of parsing buffered bytes: a head and its length, or a need for more bytes.
-pub(super) enum Parsed<T> {
+pub(crate) enum Parsed<T> {
     Complete(T, usize),
     Partial,
 }
@@ -81,7 +81,7 @@ fn describe(error: httparse::Error) -> &'static str {
 }
 
 /// Parses a request head from the start of `buf`.
-pub(super) fn parse_request(buf: &[u8]) -> Result<Parsed<RequestHead>, HeadError> {
+pub(crate) fn parse_request(buf: &[u8]) -> Result<Parsed<RequestHead>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     match request.parse(buf) {
@@ -107,7 +107,7 @@ pub(super) fn parse_request(buf: &[u8]) -> Result<Parsed<RequestHead>, HeadError
 }
 
 /// Parses a response head from the start of `buf`.
-pub(super) fn parse_response(buf: &[u8]) -> Result<Parsed<ResponseHead>, HeadError> {
+pub(crate) fn parse_response(buf: &[u8]) -> Result<Parsed<ResponseHead>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     match response.parse(buf) {
@@ -131,7 +131,7 @@ pub(super) fn parse_response(buf: &[u8]) -> Result<Parsed<ResponseHead>, HeadErr
 
 /// How a message body is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Framing {
+pub(crate) enum Framing {
     /// No body.
     Empty,
     /// Exactly this many bytes.
@@ -181,7 +181,7 @@ fn transfer_codings(headers: &[Header]) -> Option<Vec<String>> {
 /// where a body ends, so anything ambiguous is refused rather than interpreted: both
 /// `Transfer-Encoding` and `Content-Length`, codings other than exactly `chunked`, and any
 /// `Content-Length` that is not one plain number.
-pub(super) fn request_framing(head: &RequestHead) -> Result<Framing, HeadError> {
+pub(crate) fn request_framing(head: &RequestHead) -> Result<Framing, HeadError> {
     let length = content_length(&head.headers)?;
     match (transfer_codings(&head.headers), length) {
         (Some(_), Some(_)) => Err(HeadError::BothLengths),
@@ -195,7 +195,7 @@ pub(super) fn request_framing(head: &RequestHead) -> Result<Framing, HeadError> 
 /// A response body's framing (RFC 9112 §6.3): none after `HEAD`, for 1xx, 204 and 304; chunked
 /// when the final coding is chunked (which overrides `Content-Length`); otherwise the length, or
 /// until the upstream closes.
-pub(super) fn response_framing(method: &str, head: &ResponseHead) -> Result<Framing, HeadError> {
+pub(crate) fn response_framing(method: &str, head: &ResponseHead) -> Result<Framing, HeadError> {
     if method.eq_ignore_ascii_case("HEAD")
         || (100..200).contains(&head.code)
         || head.code == 204
@@ -231,20 +231,20 @@ const HOP_BY_HOP: [&str; 7] = [
 /// Whether `header` must not be forwarded: the fixed hop-by-hop set, every `Proxy-*` field (they
 /// are addressed to this proxy, and `Proxy-Authorization` is a credential), and every field the
 /// `Connection` header names.
-pub(super) fn is_hop_by_hop(header: &Header, connection: &[String]) -> bool {
+pub(crate) fn is_hop_by_hop(header: &Header, connection: &[String]) -> bool {
     let name = header.name.to_ascii_lowercase();
     HOP_BY_HOP.contains(&name.as_str()) || name.starts_with("proxy-") || connection.contains(&name)
 }
 
 /// The tokens of the `Connection` header fields.
-pub(super) fn connection_tokens(headers: &[Header]) -> Vec<String> {
+pub(crate) fn connection_tokens(headers: &[Header]) -> Vec<String> {
     tokens(headers, "connection").collect()
 }
 
 /// Whether the client keeps the connection open after this request: HTTP/1.1 unless it says
 /// `close`. HTTP/1.0 clients get one request per connection (their keep-alive extension is not
 /// worth the ambiguity).
-pub(super) fn client_keeps_alive(head: &RequestHead) -> bool {
+pub(crate) fn client_keeps_alive(head: &RequestHead) -> bool {
     head.minor == 1
         && !connection_tokens(&head.headers)
             .iter()

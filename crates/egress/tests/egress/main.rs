@@ -5,6 +5,7 @@ mod cidr;
 mod classify;
 mod decide;
 mod grants;
+mod lane;
 mod pattern;
 mod properties;
 mod proxy;
