@@ -57,6 +57,20 @@ pub struct Limits {
     pub response_timeout: Duration,
     /// Connections served at once per proxy; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections one client (one peer address) may hold at once; past it, its new connections
+    /// are answered `429` and closed, so one client cannot take every slot.
+    pub max_per_client: usize,
+    /// The head timeout of a new connection while fewer than a quarter of the slots are free:
+    /// slow heads cannot hold scarce slots for long.
+    pub scarce_head_timeout: Duration,
+    /// Name lookups one client may have in flight at once (the resolver's own limit is shared).
+    pub max_lookups_per_client: usize,
+    /// For a CONNECT of a name to this port (443; `None` turns the check off): answer `200`,
+    /// read the TLS ClientHello, and dial only when its server name is the CONNECT host (else
+    /// `sni_mismatch`).
+    pub sni_port: Option<u16>,
+    /// How long the ClientHello may take, and the most bytes read of it: 16 KiB.
+    pub client_hello_timeout: Duration,
     /// After a shutdown, how long open connections may finish before they are dropped.
     pub shutdown_grace: Duration,
     /// Splice pipe size per direction of a tunnel and per long body (the buffer size when a
@@ -74,8 +88,9 @@ impl Limits {
 }
 
 impl Default for Limits {
-    /// 32 KiB heads within 10 s, 120 s idle, 10 s connect, 60 s to a response head, 512
-    /// connections, 5 s grace, 256 KiB splice pipes.
+    /// 32 KiB heads within 10 s (1 s while slots are scarce), 120 s idle, 10 s connect, 60 s to
+    /// a response head, 512 connections of which 128 per client, 16 lookups per client, the SNI
+    /// check on (a ClientHello within 5 s), 5 s grace, 256 KiB splice pipes.
     ///
     /// The pipe size comes from the throughput benchmark: 64 KiB (the kernel default) to 1 MiB
     /// pipes, and splice against a user-space copy, moved 1 GiB at the same speed within the
@@ -93,6 +108,11 @@ impl Default for Limits {
             connect_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(60),
             max_connections: 512,
+            max_per_client: 128,
+            scarce_head_timeout: Duration::from_secs(1),
+            max_lookups_per_client: 16,
+            sni_port: Some(443),
+            client_hello_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(5),
             buffer_bytes: 256 * 1024,
         }

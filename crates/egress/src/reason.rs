@@ -31,11 +31,14 @@ pub enum Reason {
     ConnectFailed,
     /// The upstream did not answer in time (504).
     UpstreamTimeout,
+    /// A CONNECT to port 443 whose TLS ClientHello names another host, or none (403, Appendix
+    /// B): the tunnel is closed before any upstream connection is made.
+    SniMismatch,
 }
 
 impl Reason {
-    /// Every reason, in Appendix A order.
-    pub const ALL: [Reason; 12] = [
+    /// Every reason, in Appendix A order (then Appendix B's).
+    pub const ALL: [Reason; 13] = [
         Reason::NotAllowed,
         Reason::DeniedPipeline,
         Reason::DeniedOperator,
@@ -48,6 +51,7 @@ impl Reason {
         Reason::ResolveFailed,
         Reason::ConnectFailed,
         Reason::UpstreamTimeout,
+        Reason::SniMismatch,
     ];
 
     /// The Appendix A code.
@@ -65,6 +69,7 @@ impl Reason {
             Reason::ResolveFailed => "resolve_failed",
             Reason::ConnectFailed => "connect_failed",
             Reason::UpstreamTimeout => "upstream_timeout",
+            Reason::SniMismatch => "sni_mismatch",
         }
     }
 
@@ -83,7 +88,8 @@ impl Reason {
             | Reason::IpLiteral
             | Reason::PrivateAddress
             | Reason::MixedAnswer
-            | Reason::SelfAddress => 403,
+            | Reason::SelfAddress
+            | Reason::SniMismatch => 403,
             Reason::BadTarget => 400,
             Reason::ResolveFailed | Reason::ConnectFailed => 502,
             Reason::UpstreamTimeout => 504,

@@ -1,7 +1,8 @@
 //! One client connection: read a bounded request head within the head timeout, hand it to the
 //! CONNECT or the plain-HTTP handler, and repeat while the connection is kept alive.
 
-use std::time::Instant;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -25,12 +26,25 @@ enum HeadRead {
     Refuse(Vec<u8>),
 }
 
-/// Serves one accepted connection until it closes.
+/// Answers a connection from a client that already holds its share of the slots: `429`, closed.
+pub(super) async fn over_share(mut stream: TcpStream, share: usize) {
+    let detail = format!(
+        "this client already holds {share} connections to the proxy, its share; close some and retry"
+    );
+    let _ = stream
+        .write_all(&reply::response(429, None, &detail, After::Close))
+        .await;
+}
+
+/// Serves one accepted connection from `client` until it closes; its first head must arrive
+/// within `head_timeout`.
 pub(super) async fn serve(
     shared: &Shared,
     identity: &Identity,
     stream: TcpStream,
     mut signal: ShutdownSignal,
+    client: IpAddr,
+    head_timeout: Duration,
 ) {
     let _ = stream.set_nodelay(true);
     let limits = &shared.config.limits;
@@ -38,7 +52,16 @@ pub(super) async fn serve(
     let mut reader = Reader::new(read, limits.reader_bytes());
     let mut first = true;
     loop {
-        let (head, started) = match read_head(&mut reader, limits, first, &mut signal).await {
+        let timing = Timing {
+            head: if first {
+                head_timeout
+            } else {
+                limits.head_timeout
+            },
+            idle: limits.idle_timeout,
+        };
+        let read = read_head(&mut reader, limits, timing, first, &mut signal, shared);
+        let (head, started) = match read.await {
             HeadRead::Head(head, started) => (head, started),
             HeadRead::Closed => return,
             HeadRead::Refuse(response) => {
@@ -50,44 +73,70 @@ pub(super) async fn serve(
         // Methods are case-sensitive (RFC 9110 §9.1): `connect` is not CONNECT, and as an
         // origin-less request it is refused by the HTTP handler.
         if head.method == "CONNECT" {
-            connect::handle(shared, identity, head, reader, write, started).await;
+            connect::handle(shared, identity, client, head, reader, write, started).await;
             return;
         }
-        let next = http::handle(shared, identity, &head, &mut reader, &mut write, started).await;
+        let next = http::handle(
+            shared,
+            identity,
+            client,
+            &head,
+            &mut reader,
+            &mut write,
+            started,
+        )
+        .await;
         if next == Next::Close || signal.has_fired() {
             return;
         }
     }
 }
 
+/// The deadlines of one head.
+#[derive(Clone, Copy)]
+struct Timing {
+    /// For the whole head (from accept for a connection's first request).
+    head: Duration,
+    /// For the first byte of a later request on a kept-alive connection.
+    idle: Duration,
+}
+
 /// Reads the next request head. The first request of a connection must be complete within the
-/// head timeout of the accept; later ones may wait up to the idle timeout for their first byte,
-/// then have the head timeout for the rest. The head may not grow past `max_head_bytes`.
+/// head timeout of the accept; later ones may wait up to the idle timeout for their first byte —
+/// unless slots run out meanwhile, which closes the idle connection — then have the head timeout
+/// for the rest. The head may not grow past `max_head_bytes`.
 async fn read_head(
     reader: &mut Reader<OwnedReadHalf>,
     limits: &Limits,
+    timing: Timing,
     first: bool,
     signal: &mut ShutdownSignal,
+    shared: &Shared,
 ) -> HeadRead {
     let accepted = Instant::now();
     if reader.buffered().is_empty() {
-        let wait = if first {
-            limits.head_timeout
+        let wait = if first { timing.head } else { timing.idle };
+        let arrived = if first {
+            tokio::select! {
+                () = signal.fired() => return HeadRead::Closed,
+                arrived = tokio::time::timeout(wait, reader.fill_some()) => arrived,
+            }
         } else {
-            limits.idle_timeout
-        };
-        let arrived = tokio::select! {
-            () = signal.fired() => return HeadRead::Closed,
-            arrived = tokio::time::timeout(wait, reader.fill_some()) => arrived,
+            tokio::select! {
+                () = signal.fired() => return HeadRead::Closed,
+                // Another client waits for a slot: an idle keep-alive connection gives it up.
+                () = shared.pressure.notified() => return HeadRead::Closed,
+                arrived = tokio::time::timeout(wait, reader.fill_some()) => arrived,
+            }
         };
         match arrived {
             Ok(Ok(bytes)) if !bytes.is_empty() => {}
-            Err(_) if first => return HeadRead::Refuse(timed_out(limits)),
+            Err(_) if first => return HeadRead::Refuse(timed_out(timing.head)),
             _ => return HeadRead::Closed,
         }
     }
     let started = if first { accepted } else { Instant::now() };
-    let deadline = tokio::time::Instant::from_std(started + limits.head_timeout);
+    let deadline = tokio::time::Instant::from_std(started + timing.head);
     loop {
         match head::parse_request(reader.buffered()) {
             // The bound holds however the bytes arrived: one large read can hold a whole head.
@@ -110,7 +159,7 @@ async fn read_head(
         match tokio::time::timeout_at(deadline, reader.fill(limits.max_head_bytes)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return HeadRead::Closed,
             Ok(Ok(_)) => {}
-            Err(_) => return HeadRead::Refuse(timed_out(limits)),
+            Err(_) => return HeadRead::Refuse(timed_out(timing.head)),
         }
     }
 }
@@ -123,10 +172,10 @@ fn too_large(limits: &Limits) -> Vec<u8> {
     reply::response(431, Some(Reason::BadTarget), &detail, After::Close)
 }
 
-fn timed_out(limits: &Limits) -> Vec<u8> {
+fn timed_out(within: Duration) -> Vec<u8> {
     let detail = format!(
         "the request head was not complete within {} ms; send it at once",
-        limits.head_timeout.as_millis()
+        within.as_millis()
     );
     reply::response(408, None, &detail, After::Close)
 }

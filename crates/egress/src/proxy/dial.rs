@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
-use super::Limits;
-use crate::{Decision, Host, Policy, Reason, Resolver, Target};
+use super::listener::Shared;
+use crate::{Decision, Host, Reason, Target};
 
 /// The outcome of deciding and dialling: what the audit record needs either way.
 pub(super) struct Dialled {
@@ -24,12 +24,33 @@ pub(super) struct Refused {
 /// Decides `target`, resolves it (names only), checks every address, then connects to the
 /// checked addresses in answer order. Never re-resolves between the check and the dial (that
 /// gap is what DNS rebinding uses).
-pub(super) async fn dial(
-    policy: &Arc<Policy>,
-    resolver: &Arc<dyn Resolver>,
-    limits: &Limits,
-    target: &Target,
-) -> Dialled {
+pub(super) async fn dial(shared: &Shared, client: IpAddr, target: &Target) -> Dialled {
+    let (policy, resolver, limits) = (
+        &shared.config.policy,
+        &shared.config.resolver,
+        &shared.config.limits,
+    );
+    // A name may block in the resolver: one client gets a share of the lookups, so its slow
+    // names cannot make everyone else's fail.
+    let _lookup = match target.host() {
+        Host::Ip(_) => None,
+        Host::Name(_) if policy.decide(target).reason().is_some() => None,
+        Host::Name(_) => match shared.share(client, true) {
+            Some(share) => Some(share),
+            None => {
+                return Dialled {
+                    resolved: Vec::new(),
+                    result: Err(Refused {
+                        reason: Reason::ResolveFailed,
+                        detail: format!(
+                            "`{target}` was not resolved: this client already has {} lookups in flight; retry when they end",
+                            limits.max_lookups_per_client
+                        ),
+                    }),
+                };
+            }
+        },
+    };
     let evaluation = match target.host() {
         // An IP literal is never resolved: evaluate without leaving the async thread.
         Host::Ip(_) => policy.evaluate(target, resolver.as_ref()),
@@ -118,6 +139,7 @@ pub(super) fn explain(target: &impl std::fmt::Display, reason: Reason) -> String
         Reason::ResolveFailed => "the name did not resolve",
         Reason::ConnectFailed => "the connection failed",
         Reason::UpstreamTimeout => "the upstream did not answer in time",
+        Reason::SniMismatch => "the TLS ClientHello names another host than the CONNECT target",
     };
     format!("`{target}` refused ({reason}): {why}")
 }

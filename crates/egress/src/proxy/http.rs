@@ -41,6 +41,7 @@ impl From<After> for Next {
 pub(super) async fn handle(
     shared: &Shared,
     identity: &Identity,
+    client: std::net::IpAddr,
     head: &RequestHead,
     reader: &mut Reader<OwnedReadHalf>,
     write: &mut OwnedWriteHalf,
@@ -87,13 +88,7 @@ pub(super) async fn handle(
             return refuse(write, Reason::BadTarget, &error.to_string(), After::Close).await;
         }
     };
-    let dialled = dial(
-        &config.policy,
-        &config.resolver,
-        &config.limits,
-        form.target(),
-    )
-    .await;
+    let dialled = dial(shared, client, form.target()).await;
     draft.resolved = &dialled.resolved;
     let (upstream, address) = match dialled.result {
         Ok(pair) => pair,

@@ -4,9 +4,11 @@
 //! every connection it accepts. Nothing a client sends can change it: attribution to a run, step
 //! and attempt comes from which socket the connection arrived on, never from a header.
 
+use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -66,12 +68,49 @@ impl ShutdownSignal {
     }
 }
 
+/// What one client (peer address) holds.
+#[derive(Default)]
+struct ClientUse {
+    connections: usize,
+    lookups: usize,
+}
+
 /// State every listener of one [`Proxy`] shares.
 pub(super) struct Shared {
     pub(super) config: ProxyConfig,
     permits: Arc<Semaphore>,
     open: AtomicUsize,
     closed: Notify,
+    clients: Mutex<HashMap<IpAddr, ClientUse>>,
+    /// Woken when a connection waits for a free slot: idle keep-alive connections close.
+    pub(super) pressure: Notify,
+}
+
+/// A client's share held by one connection or one lookup; dropping it gives it back.
+pub(super) struct Share<'a> {
+    shared: &'a Shared,
+    client: IpAddr,
+    lookup: bool,
+}
+
+impl Drop for Share<'_> {
+    fn drop(&mut self) {
+        let mut clients = self
+            .shared
+            .clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(used) = clients.get_mut(&self.client) {
+            if self.lookup {
+                used.lookups = used.lookups.saturating_sub(1);
+            } else {
+                used.connections = used.connections.saturating_sub(1);
+            }
+            if used.connections == 0 && used.lookups == 0 {
+                clients.remove(&self.client);
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -82,7 +121,36 @@ impl Shared {
             permits,
             open: AtomicUsize::new(0),
             closed: Notify::new(),
+            clients: Mutex::new(HashMap::new()),
+            pressure: Notify::new(),
         }
+    }
+
+    /// One more connection (or, with `lookup`, one more name lookup) for `client`, within its
+    /// share; `None` when the client holds its share already.
+    pub(super) fn share(&self, client: IpAddr, lookup: bool) -> Option<Share<'_>> {
+        let limits = &self.config.limits;
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let used = clients.entry(client).or_default();
+        let (count, limit) = if lookup {
+            (&mut used.lookups, limits.max_lookups_per_client.max(1))
+        } else {
+            (&mut used.connections, limits.max_per_client.max(1))
+        };
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(Share {
+            shared: self,
+            client,
+            lookup,
+        })
+    }
+
+    /// Whether fewer than a quarter of the slots are free.
+    pub(super) fn scarce(&self) -> bool {
+        self.permits.available_permits() < self.config.limits.max_connections.max(1) / 4
     }
 
     pub(super) fn open_connections(&self) -> usize {
@@ -141,9 +209,10 @@ impl ListenerHandle {
 
 impl Proxy {
     /// Accepts on `listener` until `signal` fires, serving each connection on its own task.
-    /// At most `max_connections` are open at once across the proxy; the accept loop waits for a
-    /// free slot before accepting, so excess clients queue in the kernel's backlog instead of
-    /// holding file descriptors here. On shutdown it stops accepting, lets open connections
+    /// At most `max_connections` are open at once across the proxy. When every slot is taken,
+    /// the accept loop holds one accepted connection (no more), wakes idle keep-alive
+    /// connections to give up their slots, and waits for one; further clients queue in the
+    /// kernel's backlog instead of holding file descriptors here. On shutdown it stops accepting, lets open connections
     /// finish for `shutdown_grace`, then drops them, and returns once all are closed.
     pub async fn serve(
         &self,
@@ -154,20 +223,14 @@ impl Proxy {
         let identity = Arc::new(identity);
         let mut tasks = JoinSet::new();
         loop {
-            let permit = tokio::select! {
-                () = signal.fired() => break,
-                permit = Arc::clone(&self.shared.permits).acquire_owned() => match permit {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
+            let free = Arc::clone(&self.shared.permits).try_acquire_owned().ok();
             let accepted = tokio::select! {
                 () = signal.fired() => break,
                 accepted = listener.accept() => accepted,
                 // Reap finished connection tasks so the set does not grow with the uptime.
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             };
-            let (stream, _) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(pair) => pair,
                 // Per-connection accept errors (ECONNABORTED, EMFILE, …) must not end the
                 // listener. EMFILE repeats until some descriptor is closed, so back off briefly
@@ -177,14 +240,40 @@ impl Proxy {
                     continue;
                 }
             };
+            let permit = match free {
+                Some(permit) => permit,
+                None => {
+                    // Every slot is taken and a client is waiting (this one, the only connection
+                    // held beyond the limit): idle keep-alive connections give theirs up first.
+                    self.shared.pressure.notify_waiters();
+                    tokio::select! {
+                        () = signal.fired() => break,
+                        permit = Arc::clone(&self.shared.permits).acquire_owned() => match permit {
+                            Ok(p) => p,
+                            Err(_) => break,
+                        },
+                    }
+                }
+            };
             let guard = OpenGuard::new(&self.shared);
             let shared = Arc::clone(&self.shared);
             let identity = Arc::clone(&identity);
             let signal = signal.clone();
+            // A slow head may hold a slot for the full head timeout only while slots are plenty.
+            let head_timeout = if self.shared.scarce() {
+                self.shared.config.limits.scarce_head_timeout
+            } else {
+                self.shared.config.limits.head_timeout
+            };
             tasks.spawn(async move {
                 let _permit = permit;
                 let _guard = guard;
-                connection::serve(&shared, &identity, stream, signal).await;
+                let Some(_share) = shared.share(peer.ip(), false) else {
+                    connection::over_share(stream, shared.config.limits.max_per_client).await;
+                    return;
+                };
+                connection::serve(&shared, &identity, stream, signal, peer.ip(), head_timeout)
+                    .await;
             });
         }
         drop(listener);

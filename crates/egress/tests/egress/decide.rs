@@ -373,6 +373,7 @@ fn reason_codes_and_statuses_are_appendix_a() {
             ("resolve_failed", 502),
             ("connect_failed", 502),
             ("upstream_timeout", 504),
+            ("sni_mismatch", 403),
         ]
     );
     for r in Reason::ALL {

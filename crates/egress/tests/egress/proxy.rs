@@ -7,9 +7,11 @@
 
 mod audit;
 mod connect;
+mod fairness;
 mod handover;
 mod http;
 mod limits;
+mod sni;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
