@@ -67,7 +67,9 @@ async fn one_client_cannot_take_every_slot() {
     // Another client is served while A holds its share.
     let mut other = client_from(&running, "127.0.0.2").await;
     assert_eq!(ask(&mut other).await, 403);
-    drop(held);
+    // Nothing leaks: once the clients are gone, every connection (and its descriptors) is.
+    drop((held, over, other));
+    assert!(running.proxy.wait_idle(PATIENCE).await, "connections left open");
 }
 
 #[tokio::test]
@@ -106,6 +108,8 @@ async fn slow_heads_cannot_hold_scarce_slots() {
             .expect("answered");
         assert_eq!(response.status, 408);
     }
+    drop((slow, fresh));
+    assert!(running.proxy.wait_idle(PATIENCE).await, "connections left open");
 }
 
 #[tokio::test]
