@@ -49,6 +49,33 @@ fn check(
 const TEN: &str = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n";
 
 #[test]
+fn read_file_reads_any_window_of_a_long_file() {
+    // 6,000 lines of 60 bytes: far more than a pipe holds after any window.
+    let long: String = (1..=6000)
+        .map(|i| format!("{i:>6} {}\n", "x".repeat(52)))
+        .collect();
+    for (offset, first) in [(1, 1), (2500, 2500), (5999, 5999)] {
+        let (ok, output, _) = call(
+            &[("big.txt", &long)],
+            "read_file",
+            json!({"path": "big.txt", "offset": offset, "limit": 2}),
+            "",
+        );
+        assert!(ok, "offset {offset}: {output}");
+        assert!(
+            output.starts_with(&format!("{first:>6} ")),
+            "offset {offset}: {}",
+            &output[..output.len().min(200)]
+        );
+        assert!(
+            output.contains("of 6000"),
+            "{}",
+            &output[..output.len().min(300)]
+        );
+    }
+}
+
+#[test]
 fn read_file_returns_lines_by_offset_and_limit() {
     check(
         &[("a.txt", "one\ntwo\n")],
