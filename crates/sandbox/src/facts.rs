@@ -18,6 +18,7 @@ use crate::config::SessionConfig;
 use crate::error::SandboxError;
 use crate::git;
 use crate::identity::{HostUser, Identity, Privilege};
+use crate::limits;
 use crate::mounts::{
     self, Check, GitLayout, GitMutations, Kind, Layout, Mounted, Source, SystemEntry,
 };
@@ -283,6 +284,7 @@ pub(crate) fn gather(
         read_exec: vec![PathBuf::from("/")],
         read_write,
         devices,
+        limits: limits::plan(&limits::HostLimits::read()?),
     };
     Ok(Facts { setup, fds })
 }

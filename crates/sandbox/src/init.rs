@@ -1,5 +1,6 @@
 //! The session's PID 1. Started by the host in all of the session's namespaces (see
-//! `session/spawner.rs`), it builds the root from the plan it is sent, seals itself with Landlock,
+//! `session/spawner.rs`), it builds the root from the plan it is sent, gives the session's user
+//! namespace its own per-user kernel limits (`limits.rs`), seals itself with Landlock and seccomp,
 //! then serves exec requests: it starts each workload (a vfork-style clone, see
 //! `sys::process::spawn_workload`), reaps every process that ends up parented to
 //! it, and kills a workload's whole tree on request. It exits when the host closes the control
@@ -19,6 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::landlock;
+use crate::limits;
 use crate::seccomp;
 use crate::sys;
 use crate::sys::fd::Poll;
@@ -79,12 +81,20 @@ fn run() -> io::Result<()> {
     serve(&control, &children)
 }
 
-/// Network, host name, root, Landlock: everything before the first workload.
+/// Network, host name, root, per-user limits, Landlock, seccomp: everything before the first
+/// workload.
 fn build(setup: &Setup, fds: &[OwnedFd]) -> Result<(), String> {
     sys::net::loopback_up().map_err(|e| format!("cannot bring up the loopback interface: {e}"))?;
     sys::net::set_hostname(&setup.hostname)
         .map_err(|e| format!("cannot set the host name: {e}"))?;
     crate::mounts::apply(&setup.plan, fds).map_err(|e| error_chain(&e))?;
+    // The session's own per-user kernel limits (see `limits.rs`), so no workload can use up the
+    // invoking user's host-wide inotify instances or watches, fanotify groups or marks, pending
+    // signals or message-queue bytes, nor make a user namespace. Written through the session's
+    // own procfs (the plan has just mounted it) with the capabilities init holds in the session's
+    // user namespace, and before Landlock, which would refuse writes to /proc/sys. A limit that
+    // cannot be set fails the setup: nothing has run.
+    limits::apply(&setup.limits).map_err(|e| error_chain(&e))?;
     // Landlock is applied to init itself once the mounts are final, so every workload inherits
     // the domain (and the per-exec cost is nothing). Init needs nothing it forbids.
     let rules = landlock::Rules {

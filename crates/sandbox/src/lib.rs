@@ -14,6 +14,7 @@ pub mod git;
 pub mod identity;
 pub mod init;
 pub mod landlock;
+pub mod limits;
 pub mod mounts;
 pub mod probe;
 pub mod seccomp;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::limits::Limits;
 use crate::mounts::MountPlan;
 use crate::sys::fd as sysfd;
 use crate::sys::process::WorkloadStage;
@@ -54,6 +55,8 @@ pub struct Setup {
     pub read_write: Vec<PathBuf>,
     /// Landlock: device files that may be opened.
     pub devices: Vec<PathBuf>,
+    /// The session's own per-user kernel limits, set before the first workload.
+    pub limits: Limits,
 }
 
 /// One workload.

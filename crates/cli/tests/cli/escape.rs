@@ -13,6 +13,7 @@
 mod filesystem;
 mod git;
 mod kernel;
+mod limits;
 mod network;
 mod persistence;
 mod process;

@@ -1,8 +1,9 @@
 //! File descriptors: socket pairs that carry descriptors (`SCM_RIGHTS`), pipes, `poll`, and the
 //! flags that keep descriptors from leaking into the sandbox.
 
+use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use super::check;
 
@@ -231,6 +232,22 @@ pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> 
         bytes = &bytes[n as usize..];
     }
     Ok(())
+}
+
+/// Opens the existing file `name` in the directory `dir` for writing (no create, no truncate:
+/// the file is a sysctl, set by one write) and writes `bytes` to it in one call.
+pub(crate) fn write_at(dir: BorrowedFd<'_>, name: &CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: `name` is a NUL-terminated string alive for the call; `dir` is a valid descriptor.
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    })?;
+    // SAFETY: the descriptor is fresh and ours; dropping it closes it.
+    let file = unsafe { OwnedFd::from_raw_fd(fd) };
+    write_all(file.as_fd(), bytes)
 }
 
 /// Duplicates the process's standard input (close-on-exec), to hand it to a sandboxed command;

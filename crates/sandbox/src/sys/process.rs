@@ -413,3 +413,54 @@ pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: the descriptor is fresh and ours.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
+
+/// A per-process resource limit that init lowers for its session (see `limits.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Rlimit {
+    /// `RLIMIT_MSGQUEUE`: bytes of POSIX message queues a user may hold.
+    MessageQueueBytes,
+    /// `RLIMIT_SIGPENDING`: signals a user's processes may have queued.
+    PendingSignals,
+}
+
+/// The calling process's soft limit of `resource`; `None` when it is unlimited.
+pub(crate) fn soft_limit(resource: Rlimit) -> io::Result<Option<u64>> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid out-pointer for the call.
+    check(unsafe { libc::getrlimit(rlimit_id(resource) as _, &mut limit) })?;
+    Ok((limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur))
+}
+
+/// Sets the soft and the hard limit of `resource` to `value`, or both to the current hard limit
+/// when that is lower (a hard limit can only be raised with CAP_SYS_RESOURCE in the initial user
+/// namespace, so the lowered one holds for this process and every process it starts).
+pub(crate) fn lower_limit(resource: Rlimit, value: u64) -> io::Result<()> {
+    let id = rlimit_id(resource);
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid out-pointer for the call.
+    check(unsafe { libc::getrlimit(id as _, &mut limit) })?;
+    let value = value.min(limit.rlim_max);
+    let lowered = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `lowered` is a valid, initialised rlimit that the call only reads.
+    check(unsafe { libc::setrlimit(id as _, &lowered) })?;
+    Ok(())
+}
+
+/// The `RLIMIT_*` number of `resource` (cast back at each call: glibc and musl type it
+/// differently).
+fn rlimit_id(resource: Rlimit) -> libc::c_int {
+    let id = match resource {
+        Rlimit::MessageQueueBytes => libc::RLIMIT_MSGQUEUE,
+        Rlimit::PendingSignals => libc::RLIMIT_SIGPENDING,
+    };
+    id as libc::c_int
+}

@@ -8,6 +8,7 @@ mod identity;
 mod inheritance;
 mod layout;
 mod lifecycle;
+mod limits;
 mod network;
 mod probe;
 mod process;
