@@ -69,7 +69,10 @@ async fn one_client_cannot_take_every_slot() {
     assert_eq!(ask(&mut other).await, 403);
     // Nothing leaks: once the clients are gone, every connection (and its descriptors) is.
     drop((held, over, other));
-    assert!(running.proxy.wait_idle(PATIENCE).await, "connections left open");
+    assert!(
+        running.proxy.wait_idle(PATIENCE).await,
+        "connections left open"
+    );
 }
 
 #[tokio::test]
@@ -109,7 +112,10 @@ async fn slow_heads_cannot_hold_scarce_slots() {
         assert_eq!(response.status, 408);
     }
     drop((slow, fresh));
-    assert!(running.proxy.wait_idle(PATIENCE).await, "connections left open");
+    assert!(
+        running.proxy.wait_idle(PATIENCE).await,
+        "connections left open"
+    );
 }
 
 #[tokio::test]
