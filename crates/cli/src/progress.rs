@@ -339,11 +339,17 @@ fn notice(view: &RunView, record: &Record) -> Option<String> {
             Some(format!("{step:<width$}  setup ran (exit {exit_code})"))
         }
         Event::SetupCached { .. } => Some(format!("{step:<width$}  setup up to date")),
-        Event::CommitCreated { sha, files } => Some(format!(
-            "{step:<width$}  committed {sha} ({} file{})",
-            files.len(),
-            if files.len() == 1 { "" } else { "s" }
-        )),
+        Event::CommitCreated {
+            sha,
+            files,
+            files_omitted,
+        } => {
+            let count = files.len() as u64 + files_omitted.unwrap_or(0);
+            Some(format!(
+                "{step:<width$}  committed {sha} ({count} file{})",
+                if count == 1 { "" } else { "s" }
+            ))
+        }
         Event::EgressDropped { count } => Some(format!(
             "{step:<width$}  egress: {count} more records not stored (the session's cap)"
         )),

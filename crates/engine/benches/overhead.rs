@@ -59,9 +59,13 @@ fn engine_run(ws: &Path, state: &Path, init: &InitProgram, round: u128) -> Durat
         })
         .expect("run");
     let env = |_: &str| None;
-    let host =
-        cordon_engine::run::open_workspace(ws, Some(&state.join(format!("scratch-{round}"))), &env)
-            .expect("git");
+    let host = cordon_engine::run::open_workspace(
+        ws,
+        &pipeline,
+        Some(&state.join(format!("scratch-{round}"))),
+        &env,
+    )
+    .expect("git");
     let mut executor = SandboxExecutor::new(
         Workspace::open(ws).expect("ws"),
         init.clone(),

@@ -894,6 +894,8 @@ impl<'a> Engine<'a> {
                         Event::CommitCreated {
                             sha: committed.sha,
                             files: committed.files,
+                            files_omitted: (committed.files_omitted > 0)
+                                .then_some(committed.files_omitted),
                         },
                     )?;
                 }

@@ -270,10 +270,25 @@ pub fn load_pipeline(
     Ok((loaded.pipeline, loaded.warnings))
 }
 
-/// The workspace's view and repository. `scratch`: the run's private directory (`None`: a dry
-/// run, which writes nothing).
+/// What the host's git must never read and must check, from the pipeline's isolation: its
+/// `hide` paths (masked in every sandbox) and whether steps can write the git directory.
+pub fn git_guard(pipeline: &Pipeline) -> cordon_git::Guard {
+    cordon_git::Guard {
+        hidden: pipeline
+            .isolation
+            .hide
+            .iter()
+            .filter_map(|path| WsPath::new(path.as_str()).ok())
+            .collect(),
+        git_writable: pipeline.isolation.allow_git_mutations,
+    }
+}
+
+/// The workspace's view and repository, guarded for `pipeline`. `scratch`: the run's private
+/// directory (`None`: a dry run, which writes nothing).
 pub fn open_workspace(
     path: &Path,
+    pipeline: &Pipeline,
     scratch: Option<&Path>,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Result<HostWorkspace, RunError> {
@@ -292,7 +307,7 @@ pub fn open_workspace(
         git_dir: dirs.git_dir,
     };
     let identity = cordon_git::user_identity(env).unwrap_or_default();
-    let repo = cordon_git::Repo::open(&view, dirs, scratch, identity)?;
+    let repo = cordon_git::Repo::open(&view, dirs, scratch, identity, git_guard(pipeline))?;
     Ok(HostWorkspace::new(view, Some(repo)))
 }
 
@@ -334,7 +349,7 @@ pub fn dry_run_refusals(
     workspace: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Vec<String> {
-    let host = match open_workspace(workspace, None, env) {
+    let host = match open_workspace(workspace, pipeline, None, env) {
         Ok(host) => host,
         Err(err) => return vec![err.message],
     };
@@ -407,6 +422,7 @@ fn fresh(
     let run = cordon_store::new_run_id()?;
     let workspace = open_workspace(
         &workspace_path,
+        &first.pipeline,
         Some(&scratch_dir(&store, run)),
         request.env,
     )?;
@@ -533,7 +549,12 @@ fn resume(
     })
     .map_err(|e| RunError::from(EngineError::from(e)))?;
     let lane = crate::lane::lane_config(&pipeline, request.env)?;
-    let workspace = open_workspace(&row.workspace, Some(&scratch_dir(&store, run)), request.env)?;
+    let workspace = open_workspace(
+        &row.workspace,
+        &pipeline,
+        Some(&scratch_dir(&store, run)),
+        request.env,
+    )?;
     let tooling = tooling_paths(&pipeline, &row.pipeline_file, &row.workspace);
     let agents = agent_driver(
         request,
@@ -686,7 +707,13 @@ impl Ready {
         let kept = match (self.begin, self.workspace.git()) {
             (Begin::Resume(_), Some(git)) => git
                 .status_short(self.workspace.view(), &mut cordon_git::StatCache::default())
-                .unwrap_or_else(|err| format!("(cannot list them: {err})\n")),
+                .unwrap_or_else(|err| {
+                    let err = crate::error_chain(&err);
+                    format!(
+                        "(cannot list them: {})\n",
+                        cordon_protocol::text::escape_line(&err)
+                    )
+                }),
             _ => String::new(),
         };
         (drive.started)(self.run, &kept);

@@ -17,8 +17,9 @@ pub fn is_lockfile(name: &str) -> bool {
 }
 
 /// The stamp (hex SHA-256) of `setup` in `workspace`: lockfiles are regular files at the root,
-/// read through the workspace view and streamed (a link, a FIFO or a sparse file costs nothing
-/// extra). Unreadable lockfiles count by name only.
+/// read through the workspace view and streamed (a link or a FIFO is no lockfile); the first 64
+/// by name, each up to 64 MiB and not sparse, count by content, the rest by name and size.
+/// Unreadable lockfiles count by name only.
 pub fn stamp(setup: &Setup, workspace: &HostWorkspace) -> String {
     let mut hash = Sha256::new();
     let mut field = |bytes: &[u8]| {

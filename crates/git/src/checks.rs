@@ -84,7 +84,7 @@ impl Repo {
         let head = self.head_flat()?;
         let index = self.index_entries()?;
         for path in paths {
-            let shown = path.to_string_lossy();
+            let shown = path.shown();
             let Some(entry) = head.get(path.as_bytes()) else {
                 return Err(GitError::Untracked(shown));
             };

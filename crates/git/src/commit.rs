@@ -9,6 +9,7 @@ use gix_hash::ObjectId;
 use gix_object::bstr::{BString, ByteSlice};
 
 use crate::GitError;
+use crate::refs::{MAX_PACKED_REFS, MAX_REF};
 use crate::repo::{Expect, Repo};
 use crate::tree::{self, Entry, Flat, Mode};
 use crate::worktree::{Ignoring, Snapshot, StatCache};
@@ -19,9 +20,15 @@ pub struct Committed {
     pub sha: String,
     /// `false` when HEAD already carried the run's trailer (resume after a crash).
     pub created: bool,
-    /// The paths the commit changed, in order (empty when found already made).
+    /// The first [`MAX_FILES`] paths the commit changed, in order (empty when found already
+    /// made).
     pub files: Vec<String>,
+    /// How many more paths it changed.
+    pub files_omitted: u64,
 }
+
+/// The most paths a [`Committed`] lists (the run's record of the commit lists as many).
+pub const MAX_FILES: usize = 1_000;
 
 impl Repo {
     /// Commits every change in the work tree except `exclude` (paths kept as HEAD has them) on
@@ -44,6 +51,7 @@ impl Repo {
                 sha: head.to_string(),
                 created: false,
                 files: Vec::new(),
+                files_omitted: 0,
             }));
         }
         let head_flat = tree::flatten(&self.objects, &head_tree)?;
@@ -86,8 +94,10 @@ impl Repo {
             created: true,
             files: changed
                 .iter()
+                .take(MAX_FILES)
                 .map(|(path, _)| String::from_utf8_lossy(path).into_owned())
                 .collect(),
+            files_omitted: changed.len().saturating_sub(MAX_FILES) as u64,
         }))
     }
 
@@ -129,7 +139,7 @@ impl Repo {
         })?;
         let changed = || {
             GitError::View(ViewError::Changed {
-                path: ws_path.to_string_lossy(),
+                path: ws_path.shown(),
             })
         };
         let written = match entry.mode {
@@ -167,11 +177,17 @@ impl Repo {
     ) -> Result<(), GitError> {
         use gix_ref::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
         // Every file the transaction writes, and the directories they sit in, checked first.
+        // gitoxide reads the ref files and `packed-refs` whole: each must be a regular file of
+        // a ref's size.
         self.refuse_links(false, "HEAD", Expect::File)?;
+        self.refuse_oversized(false, "HEAD", MAX_REF)?;
         self.refuse_links(false, "logs/HEAD", Expect::File)?;
+        self.refuse_links(true, "packed-refs", Expect::File)?;
+        self.refuse_oversized(true, "packed-refs", MAX_PACKED_REFS)?;
         let branch = self.head_branch()?;
         if let Some(branch) = &branch {
             self.refuse_links(true, branch, Expect::File)?;
+            self.refuse_oversized(true, branch, MAX_REF)?;
             self.refuse_links(true, &format!("logs/{branch}"), Expect::File)?;
         }
         let edit = RefEdit {
@@ -201,19 +217,6 @@ impl Repo {
             .commit(Some(signature.to_ref(&mut time)))
             .map_err(GitError::library("move HEAD"))?;
         Ok(())
-    }
-
-    /// The branch HEAD names (`refs/heads/main`), `None` when HEAD is detached.
-    fn head_branch(&self) -> Result<Option<String>, GitError> {
-        let head = self
-            .refs
-            .try_find("HEAD")
-            .map_err(GitError::library("read HEAD"))?
-            .ok_or(GitError::NoHead)?;
-        Ok(match head.target {
-            gix_ref::Target::Symbolic(name) => Some(name.as_bstr().to_str_lossy().into_owned()),
-            gix_ref::Target::Object(_) => None,
-        })
     }
 
     /// Rewrites the index so that it holds exactly `flat`, with the work tree's metadata for the

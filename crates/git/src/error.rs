@@ -35,7 +35,7 @@ pub enum GitError {
     #[error("refusing to use git: `{0}` was replaced since the run started; inspect the workspace")]
     Replaced(PathBuf),
     #[error(
-        "refusing to write into the git directory: `{0}` is a symbolic link or not a directory (a step may have planted it); remove it, then resume"
+        "refusing to use the git directory: `{0}` is a symbolic link, a special file or not what git keeps there (a step may have planted it); remove it, then resume"
     )]
     LinkedGitDir(PathBuf),
     #[error("the repository uses {0}, which cordon's git does not support; use a SHA-1 repository")]
@@ -52,13 +52,17 @@ pub enum GitError {
     #[error(transparent)]
     Walk(#[from] WalkError),
     #[error(
-        "`{path}` is larger than {limit} bytes, more than cordon reads as a `.gitignore`; shrink it"
-    )]
-    IgnoreTooLarge { path: String, limit: usize },
+        "`{path}` takes the ignore rules past what cordon's git reads ({per_file} bytes per file, {total} bytes and {patterns} rules in all); shrink or merge the `.gitignore` files"
+    , per_file = crate::ignore::MAX_RULES, total = crate::ignore::MAX_RULE_BYTES, patterns = crate::ignore::MAX_PATTERNS)]
+    IgnoreTooLarge { path: String },
     #[error(
         "the tree of HEAD has more than {limit} entries (or nests deeper than cordon follows); cordon's git cannot take it"
     )]
     TreeTooLarge { limit: usize },
+    #[error(
+        "the tree of HEAD holds {0}, which git never writes; cordon's git cannot take it (was the repository written by a step?)"
+    )]
+    ForgedTree(String),
     #[error("cannot {action} `{path}`")]
     Io {
         action: &'static str,
@@ -86,7 +90,7 @@ impl GitError {
     pub(crate) fn library(action: &'static str) -> impl FnOnce(gix_error::Error) -> GitError {
         move |err| GitError::Library {
             action,
-            message: err.to_string(),
+            message: without_metadata(&err.to_string()),
         }
     }
 
@@ -99,6 +103,55 @@ impl GitError {
             action,
             path,
             source,
+        }
+    }
+}
+
+/// gitoxide's message without the `key=value` details it appends (`, input="…"`): those can
+/// quote the bytes of a file a step planted — the first line of whatever a link pointed at.
+fn without_metadata(text: &str) -> String {
+    let is_key = |rest: &str| {
+        let quoted = rest.strip_prefix('"');
+        let rest = quoted.unwrap_or(rest);
+        let key_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let after = &rest[key_len..];
+        let after = if quoted.is_some() {
+            after.strip_prefix('"').unwrap_or("")
+        } else {
+            after
+        };
+        key_len > 0 && after.starts_with('=')
+    };
+    let end = text
+        .match_indices(", ")
+        .map(|(at, _)| at)
+        .find(|&at| is_key(&text[at + 2..]))
+        .unwrap_or(text.len());
+    cordon_protocol::text::escape_line(&text[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_details_that_could_quote_a_file_are_dropped() {
+        for (text, shown) in [
+            (
+                "Invalid packed reference, input=\"canary secret\", line=1",
+                "Invalid packed reference",
+            ),
+            (
+                "Could not read reference, path=\"/x/refs/heads/main\"",
+                "Could not read reference",
+            ),
+            ("plain message", "plain message"),
+            ("a, b and c", "a, b and c"),
+            ("line\nforged", "line\\nforged"),
+        ] {
+            assert_eq!(without_metadata(text), shown, "{text}");
         }
     }
 }

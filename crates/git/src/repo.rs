@@ -9,6 +9,7 @@ use gix_hash::ObjectId;
 use gix_object::FindExt;
 
 use crate::GitError;
+use crate::worktree::MAX_BLOB;
 
 /// The most bytes read of a git directory's `config` or `info/exclude`.
 const MAX_CONFIG: usize = 1 << 20;
@@ -39,11 +40,40 @@ impl Default for Identity {
     }
 }
 
+/// What the run's sandboxes can do to the work tree and the git directory, which decides what
+/// the host's git must never read and what it checks before it reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Guard {
+    /// Paths masked in every sandbox (`isolation.hide`): never read, never diffed, committed as
+    /// HEAD has them. The root's secret `.env*` files ([`cordon_workspace::is_env_secret`]) are
+    /// always treated so, whatever this holds.
+    pub hidden: Vec<WsPath>,
+    /// `isolation.allow_git_mutations`: a step could have written anything in the git
+    /// directory, so before each use the object store is checked to hold only real directories
+    /// and regular files, and `objects/info/alternates` to be what it was at start.
+    pub git_writable: bool,
+}
+
+impl Guard {
+    /// Whether the work-tree path `path` (bytes, `/`-separated) is masked: a root secret
+    /// `.env*` file, a hidden path, or anything below one.
+    pub fn masks(&self, path: &[u8]) -> bool {
+        let below = |prefix: &[u8]| {
+            path.starts_with(prefix) && (path.len() == prefix.len() || path[prefix.len()] == b'/')
+        };
+        let root = path.split(|&b| b == b'/').next().unwrap_or_default();
+        cordon_workspace::is_env_secret(root) || self.hidden.iter().any(|h| below(h.as_bytes()))
+    }
+}
+
 /// The repository facts the run started with, kept in the run's scratch directory so that a file
 /// planted before a crash is still caught after it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Baseline {
     config: Option<Vec<u8>>,
+    /// `objects/info/alternates` (only checked when the git directory is writable).
+    #[serde(default)]
+    alternates: Option<Vec<u8>>,
     /// Entries (relative to the git or common directory, which the path says) absent at start.
     absent: Vec<String>,
 }
@@ -59,7 +89,9 @@ pub struct Repo {
     pub(crate) objects: gix_odb::Handle,
     pub(crate) refs: gix_ref::file::Store,
     pub(crate) identity: Identity,
+    pub(crate) guard: Guard,
     config: Option<Vec<u8>>,
+    alternates: Option<Vec<u8>>,
     absent: Vec<PathBuf>,
     pinned: Vec<(PathBuf, (u64, u64))>,
 }
@@ -73,6 +105,7 @@ impl Repo {
         dirs: Dirs,
         scratch: Option<&Path>,
         identity: Identity,
+        guard: Guard,
     ) -> Result<Repo, GitError> {
         let open = |path: &Path| View::open(path).map_err(GitError::io("open", path));
         let git_view = open(&dirs.git_dir)?;
@@ -81,13 +114,18 @@ impl Repo {
             .read(&WsPath::name(b"config").expect("a plain name"), MAX_CONFIG)?
             .map(|read| read.bytes);
         refuse_unsupported(config.as_deref())?;
+        let alternates = read_alternates(&common_view)?;
         let baseline_file = scratch.map(|s| s.join("git-baseline.json"));
-        let (config, absent) = match baseline_file
+        let (config, alternates, absent) = match baseline_file
             .as_ref()
             .and_then(|file| std::fs::read(file).ok())
             .and_then(|b| serde_json::from_slice::<Baseline>(&b).ok())
         {
-            Some(b) => (b.config, b.absent.into_iter().map(PathBuf::from).collect()),
+            Some(b) => (
+                b.config,
+                b.alternates,
+                b.absent.into_iter().map(PathBuf::from).collect(),
+            ),
             None => {
                 let candidates = [
                     dirs.git_dir.join("commondir"),
@@ -100,6 +138,7 @@ impl Repo {
                     .collect();
                 let record = Baseline {
                     config: config.clone(),
+                    alternates: alternates.clone(),
                     absent: absent.iter().map(|p| p.display().to_string()).collect(),
                 };
                 if let (Some(scratch), Some(file)) = (scratch, &baseline_file) {
@@ -107,7 +146,7 @@ impl Repo {
                     std::fs::write(file, serde_json::to_vec(&record).unwrap_or_default())
                         .map_err(GitError::io("write", file))?;
                 }
-                (config, absent)
+                (config, alternates, absent)
             }
         };
         let pinned = vec![
@@ -115,8 +154,20 @@ impl Repo {
             (dirs.git_dir.clone(), view_id(&git_view)?),
             (dirs.common_dir.clone(), view_id(&common_view)?),
         ];
-        let objects = gix_odb::at(dirs.common_dir.join("objects"), gix_hash::Kind::Sha1)
-            .map_err(GitError::io("open the object store in", &dirs.common_dir))?;
+        // No object is held in memory larger than the largest blob cordon itself reads: a loose
+        // object or pack entry that claims more (a step that could write the object store) is
+        // refused before anything is allocated for it.
+        let options = gix_odb::store::init::Options {
+            alloc_limit_bytes: usize::try_from(MAX_BLOB + (1 << 10)).ok(),
+            ..Default::default()
+        };
+        let objects = gix_odb::at_opts(
+            dirs.common_dir.join("objects"),
+            gix_hash::Kind::Sha1,
+            None,
+            options,
+        )
+        .map_err(GitError::io("open the object store in", &dirs.common_dir))?;
         let refs = if dirs.git_dir == dirs.common_dir {
             gix_ref::file::Store::at(dirs.git_dir.clone(), gix_hash::Kind::Sha1)
         } else {
@@ -133,7 +184,9 @@ impl Repo {
             objects,
             refs,
             identity,
+            guard,
             config,
+            alternates,
             absent,
             pinned,
         })
@@ -141,6 +194,10 @@ impl Repo {
 
     pub fn dirs(&self) -> &Dirs {
         &self.dirs
+    }
+
+    pub fn guard(&self) -> &Guard {
+        &self.guard
     }
 
     /// Refuses when the workspace, the git directory or the common directory found at their
@@ -177,25 +234,6 @@ impl Repo {
             }
         }
         Ok(())
-    }
-
-    /// The commit `HEAD` names.
-    pub fn head(&self) -> Result<ObjectId, GitError> {
-        self.check_pinned()?;
-        let mut name = String::from("HEAD");
-        // HEAD → a branch → (rarely) another symbolic ref: a short chain, bounded.
-        for _ in 0..5 {
-            let reference = self
-                .refs
-                .try_find(name.as_str())
-                .map_err(GitError::library("read HEAD"))?
-                .ok_or(GitError::NoHead)?;
-            match reference.target {
-                gix_ref::Target::Object(id) => return Ok(id),
-                gix_ref::Target::Symbolic(next) => name = next.as_bstr().to_string(),
-            }
-        }
-        Err(GitError::NoHead)
     }
 
     /// The tree and message of `commit`.
@@ -258,12 +296,103 @@ impl Repo {
     }
 }
 
+impl Repo {
+    /// Refuses when the file `relative` (checked by [`Repo::refuse_links`] first) is larger
+    /// than `max` bytes.
+    pub(crate) fn refuse_oversized(
+        &self,
+        common: bool,
+        relative: &str,
+        max: usize,
+    ) -> Result<(), GitError> {
+        let (view, base) = if common {
+            (&self.common_view, &self.dirs.common_dir)
+        } else {
+            (&self.git_view, &self.dirs.git_dir)
+        };
+        let path =
+            WsPath::new(relative).map_err(|_| GitError::LinkedGitDir(base.join(relative)))?;
+        match view.meta(&path) {
+            Ok(Some(meta)) if meta.size > max as u64 => Err(GitError::Objects(format!(
+                "`{relative}` is larger than {max} bytes, more than git writes there"
+            ))),
+            Ok(_) => Ok(()),
+            Err(_) => Err(GitError::LinkedGitDir(base.join(relative))),
+        }
+    }
+}
+
 /// What the last component [`Repo::refuse_links`] checks must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Expect {
     Directory,
     File,
 }
+
+/// `objects/info/alternates` of the common directory, `None` without one.
+fn read_alternates(common: &View) -> Result<Option<Vec<u8>>, GitError> {
+    let path = WsPath::new("objects/info/alternates").expect("a plain path");
+    match common.read(&path, MAX_CONFIG) {
+        Ok(read) => Ok(read.map(|read| read.bytes)),
+        Err(_) => Err(GitError::LinkedGitDir(
+            common.path().join("objects/info/alternates"),
+        )),
+    }
+}
+
+impl Repo {
+    /// Refuses when a step that could write the git directory (`allow_git_mutations`) left
+    /// anything in the object store but real directories and regular files — gitoxide opens
+    /// objects by path, and one planted link or FIFO would make the host read a file of its own
+    /// or hang — or changed `objects/info/alternates` (which names other object stores to
+    /// read). Nothing to check when the sandbox cannot write the git directory.
+    pub(crate) fn refuse_planted_objects(&self) -> Result<(), GitError> {
+        if !self.guard.git_writable {
+            return Ok(());
+        }
+        if read_alternates(&self.common_view)? != self.alternates {
+            return Err(GitError::Tampered(
+                self.dirs.common_dir.join("objects/info/alternates"),
+            ));
+        }
+        let top = WsPath::name(b"objects").expect("a plain name");
+        let refused =
+            |path: &WsPath| GitError::LinkedGitDir(self.dirs.common_dir.join(path.shown()));
+        match self.common_view.meta(&top).map_err(|_| refused(&top))? {
+            None => return Ok(()),
+            Some(meta) if meta.kind == Kind::Directory => {}
+            Some(_) => return Err(refused(&top)),
+        }
+        let mut pending = vec![top];
+        let mut seen = 0usize;
+        while let Some(dir) = pending.pop() {
+            let listing = self
+                .common_view
+                .list(Some(&dir), MAX_OBJECT_ENTRIES)
+                .map_err(|_| refused(&dir))?;
+            seen += listing.entries.len();
+            if seen > MAX_OBJECT_ENTRIES {
+                return Err(GitError::Objects(format!(
+                    "the object store holds more than {MAX_OBJECT_ENTRIES} entries; pack it (`git gc`)"
+                )));
+            }
+            for entry in listing.entries {
+                let path = dir.join(&entry.name).map_err(|_| refused(&dir))?;
+                match entry.meta.kind {
+                    // Loose objects and packs sit in `objects/<dir>/`: a directory deeper than
+                    // that is nothing git reads.
+                    Kind::Directory if path.components().count() < 3 => pending.push(path),
+                    Kind::File | Kind::Directory => {}
+                    _ => return Err(refused(&path)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The most entries of the object store [`Repo::refuse_planted_objects`] lists.
+const MAX_OBJECT_ENTRIES: usize = 1_000_000;
 
 fn view_id(view: &View) -> Result<(u64, u64), GitError> {
     view.id().map_err(GitError::io("inspect", view.path()))

@@ -68,6 +68,10 @@ pub type Flat = BTreeMap<Vec<u8>, Entry>;
 /// The most entries [`flatten`] reads, and how deep it follows subtrees.
 pub const MAX_ENTRIES: usize = 1_000_000;
 pub const MAX_DEPTH: usize = 256;
+/// The most bytes of one path, and of all paths together, [`flatten`] builds: subtrees can be
+/// shared, so a small forged tree could otherwise name a million paths of 64 KiB each.
+pub const MAX_PATH_BYTES: usize = cordon_workspace::MAX_PATH;
+pub const MAX_TOTAL_PATH_BYTES: usize = 256 << 20;
 
 /// The tree `id` as a flat map, reading subtrees from `objects`.
 pub fn flatten(objects: &impl gix_object::Find, id: &gix_hash::oid) -> Result<Flat, GitError> {
@@ -75,6 +79,7 @@ pub fn flatten(objects: &impl gix_object::Find, id: &gix_hash::oid) -> Result<Fl
     let mut stack: Vec<(Vec<u8>, ObjectId, usize)> = vec![(Vec::new(), id.to_owned(), 0)];
     let mut buffer = Vec::new();
     let mut seen = 0usize;
+    let mut total = 0usize;
     while let Some((prefix, tree, depth)) = stack.pop() {
         if depth > MAX_DEPTH {
             return Err(GitError::TreeTooLarge { limit: MAX_ENTRIES });
@@ -87,6 +92,18 @@ pub fn flatten(objects: &impl gix_object::Find, id: &gix_hash::oid) -> Result<Fl
             seen += 1;
             if seen > MAX_ENTRIES {
                 return Err(GitError::TreeTooLarge { limit: MAX_ENTRIES });
+            }
+            refuse_forged_name(entry.filename)?;
+            if prefix.len() + 1 + entry.filename.len() > MAX_PATH_BYTES {
+                return Err(GitError::ForgedTree(format!(
+                    "a path longer than {MAX_PATH_BYTES} bytes"
+                )));
+            }
+            total += prefix.len() + 1 + entry.filename.len();
+            if total > MAX_TOTAL_PATH_BYTES {
+                return Err(GitError::ForgedTree(format!(
+                    "more than {MAX_TOTAL_PATH_BYTES} bytes of paths"
+                )));
             }
             let mut path = prefix.clone();
             if !path.is_empty() {
@@ -108,6 +125,20 @@ pub fn flatten(objects: &impl gix_object::Find, id: &gix_hash::oid) -> Result<Fl
         }
     }
     Ok(flat)
+}
+
+/// Refuses a tree entry name git never writes: empty, `.`, `..`, or holding `/` or NUL. (A
+/// `.git` component is git's to refuse; cordon keeps such an entry as HEAD has it, never
+/// reaching it through the work tree.)
+fn refuse_forged_name(name: &[u8]) -> Result<(), GitError> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
+        return Err(GitError::ForgedTree(format!(
+            "an entry named {:?}",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
 }
 
 /// Writes the nested trees of `flat` into `objects` and returns the top tree's id.

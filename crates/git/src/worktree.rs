@@ -36,6 +36,8 @@ pub enum Skip {
     Unreadable(String),
     /// Larger than [`MAX_BLOB`], or a sparse file larger than [`SPARSE_FROM`]: its size.
     TooLarge(u64),
+    /// The snapshot already read [`MAX_READ`] bytes of files: its size.
+    OverBudget(u64),
 }
 
 /// The largest file the host's git reads: a bigger one is skipped and listed, so a step cannot
@@ -43,7 +45,11 @@ pub enum Skip {
 pub const MAX_BLOB: u64 = 1 << 30;
 /// From this size on a sparse file (less than half of it allocated) is skipped and listed: its
 /// holes would cost the host reading time the step never paid for in writing.
-pub const SPARSE_FROM: u64 = 16 << 20;
+pub const SPARSE_FROM: u64 = 1 << 20;
+/// The most bytes of files one snapshot reads: past it, files are skipped and listed. Every byte
+/// read was written by the step (sparse files are skipped, hard links read once), so this bounds
+/// what a step that filled its disk can make the host hash after each attempt.
+pub const MAX_READ: u64 = 64 << 30;
 
 /// Whether the host's git leaves this file out for its size.
 fn too_large(meta: &Meta) -> bool {
@@ -66,6 +72,11 @@ impl std::fmt::Display for Skipped {
             Skip::TooLarge(size) => write!(
                 f,
                 "{} ({size} bytes, sparse or larger than {MAX_BLOB}; not read)",
+                self.path
+            ),
+            Skip::OverBudget(size) => write!(
+                f,
+                "{} ({size} bytes; the snapshot already read {MAX_READ} bytes; not read)",
                 self.path
             ),
         }
@@ -124,7 +135,11 @@ impl Repo {
         self.check_pinned()?;
         let mut work_rules = Rules::default();
         let exclude = self.info_exclude();
-        work_rules.add_global(&exclude);
+        if work_rules.add_global(&exclude).is_err() && ignoring == Ignoring::WorkTree {
+            return Err(GitError::IgnoreTooLarge {
+                path: "info/exclude".to_owned(),
+            });
+        }
         let head_rules = match ignoring {
             Ignoring::WorkTree => None,
             Ignoring::WorkTreeAndHead => Some(self.head_rules(head, &exclude)),
@@ -136,6 +151,9 @@ impl Repo {
             head_rules,
             ignoring,
             cache,
+            guard: &self.guard,
+            inodes: HashMap::new(),
+            read: 0,
             snapshot: Snapshot::default(),
             ignored_dirs: HashSet::new(),
             failure: None,
@@ -148,9 +166,9 @@ impl Repo {
         walked?;
         let mut snapshot = scan.snapshot;
         // What HEAD holds that the work tree cannot address (a name the view refuses, such as a
-        // component `.git` in a forged tree) is kept as HEAD has it.
+        // component `.git` in a forged tree), and every masked path, is kept as HEAD has it.
         for (path, entry) in head {
-            if WsPath::from_bytes(path).is_err() {
+            if WsPath::from_bytes(path).is_err() || self.guard.masks(path) {
                 snapshot.entries.insert(
                     path.clone(),
                     Seen {
@@ -165,8 +183,9 @@ impl Repo {
 
     /// HEAD's `.gitignore` rules, parents before children.
     fn head_rules(&self, head: &Flat, exclude: &[u8]) -> Rules {
+        // Past the budget the diff shows more, never less: rules that do not fit are left out.
         let mut rules = Rules::default();
-        rules.add_global(exclude);
+        let _ = rules.add_global(exclude);
         let mut files: Vec<(&[u8], &Entry)> = head
             .iter()
             .filter(|(path, entry)| {
@@ -180,14 +199,19 @@ impl Repo {
         for (path, entry) in files {
             let dir = &path[..path.len() - b".gitignore".len()];
             let dir = dir.strip_suffix(b"/").unwrap_or(dir);
-            if let Ok(blob) = self.objects.find_blob(&entry.id, &mut buffer)
-                && blob.data.len() <= MAX_RULES
-            {
-                rules.add(dir, blob.data);
+            if let Ok(blob) = self.objects.find_blob(&entry.id, &mut buffer) {
+                let _ = rules.add(dir, blob.data);
             }
         }
         rules
     }
+}
+
+/// A file's identity and state: device, inode, size, mtime, ctime.
+type Inode = (u64, u64, u64, (i64, u32), (i64, u32));
+
+fn inode(meta: &Meta) -> Inode {
+    (meta.dev, meta.ino, meta.size, meta.mtime, meta.ctime)
 }
 
 struct Scan<'a> {
@@ -197,6 +221,12 @@ struct Scan<'a> {
     head_rules: Option<Rules>,
     ignoring: Ignoring,
     cache: &'a mut StatCache,
+    guard: &'a crate::Guard,
+    /// Blob ids by the identity and state of the file read (device, inode, size, mtime, ctime):
+    /// a file with a thousand hard links is read once.
+    inodes: HashMap<Inode, gix_hash::ObjectId>,
+    /// Bytes of files read so far, against [`MAX_READ`].
+    read: u64,
     snapshot: Snapshot,
     /// Ignored directories the walk still enters because HEAD tracks paths below them: their
     /// untracked entries stay ignored (git does not re-include below an excluded directory).
@@ -235,23 +265,23 @@ impl Scan<'_> {
     fn load_rules(&mut self, dir: Option<&WsPath>) -> Result<(), GitError> {
         let path = WsPath::child(dir, b".gitignore").map_err(|_| {
             GitError::from(cordon_workspace::WalkError::TooDeep {
-                path: dir.map_or_else(String::new, WsPath::to_string_lossy),
+                path: dir.map_or_else(String::new, WsPath::shown),
                 limit: cordon_workspace::MAX_PATH,
             })
         })?;
         match self.view.read(&path, MAX_RULES + 1) {
-            Ok(Some(read)) if read.bytes.len() > MAX_RULES => match self.ignoring {
-                // The diff shows more rather than fail on a rule file a step inflated.
-                Ignoring::WorkTreeAndHead => Ok(()),
-                Ignoring::WorkTree => Err(GitError::IgnoreTooLarge {
-                    path: path.to_string_lossy(),
-                    limit: MAX_RULES,
-                }),
-            },
             Ok(Some(read)) => {
-                self.work_rules
+                let added = self
+                    .work_rules
                     .add(dir.map_or(&b""[..], WsPath::as_bytes), &read.bytes);
-                Ok(())
+                match (added, self.ignoring) {
+                    (Ok(()), _) => Ok(()),
+                    // The diff shows more rather than fail on rule files a step inflated.
+                    (Err(_), Ignoring::WorkTreeAndHead) => Ok(()),
+                    (Err(_), Ignoring::WorkTree) => {
+                        Err(GitError::IgnoreTooLarge { path: path.shown() })
+                    }
+                }
             }
             // Absent, or not a regular file: git reads no rules from a linked `.gitignore`
             // either.
@@ -292,7 +322,7 @@ impl Scan<'_> {
 
     fn skip(&mut self, path: &WsPath, why: Skip) {
         self.snapshot.skipped.push(Skipped {
-            path: path.to_string_lossy(),
+            path: path.shown(),
             why,
         });
     }
@@ -318,6 +348,15 @@ impl Scan<'_> {
                 }
             }
             _ => {
+                let inode = inode(meta);
+                let mode = if meta.executable() {
+                    Mode::Executable
+                } else {
+                    Mode::File
+                };
+                if let Some(id) = self.inodes.get(&inode) {
+                    return Ok(Some(Entry { mode, id: *id }));
+                }
                 let mut hasher = gix_hash::hasher(gix_hash::Kind::Sha1);
                 hasher.update(&gix_object::encode::loose_header(
                     gix_object::Kind::Blob,
@@ -332,21 +371,13 @@ impl Scan<'_> {
                     return Ok(None);
                 };
                 if length != meta.size || opened.size != meta.size {
-                    return Err(ViewError::Changed {
-                        path: path.to_string_lossy(),
-                    }
-                    .into());
+                    return Err(ViewError::Changed { path: path.shown() }.into());
                 }
-                Entry {
-                    mode: if meta.executable() {
-                        Mode::Executable
-                    } else {
-                        Mode::File
-                    },
-                    id: hasher
-                        .try_finalize()
-                        .map_err(GitError::library("hash a file"))?,
-                }
+                let id = hasher
+                    .try_finalize()
+                    .map_err(GitError::library("hash a file"))?;
+                self.inodes.insert(inode, id);
+                Entry { mode, id }
             }
         };
         self.cache
@@ -357,6 +388,11 @@ impl Scan<'_> {
 
     fn visit(&mut self, path: &WsPath, meta: &Meta) -> Result<Visit, GitError> {
         let bytes = path.as_bytes();
+        // Masked in every sandbox, so nothing a step did is there to record, and what is there
+        // (a secret) is never the host's to read. HEAD's entries are kept after the walk.
+        if self.guard.masks(bytes) {
+            return Ok(Visit::Skip);
+        }
         let tracked = self.head.get(bytes);
         match meta.kind {
             Kind::Directory => {
@@ -381,6 +417,17 @@ impl Scan<'_> {
                     self.keep_head(bytes);
                     self.skip(path, Skip::TooLarge(meta.size));
                     return Ok(Visit::Skip);
+                }
+                if meta.kind == Kind::File
+                    && self.cache.get(bytes, meta).is_none()
+                    && !self.inodes.contains_key(&inode(meta))
+                {
+                    if self.read.saturating_add(meta.size) > MAX_READ {
+                        self.keep_head(bytes);
+                        self.skip(path, Skip::OverBudget(meta.size));
+                        return Ok(Visit::Skip);
+                    }
+                    self.read += meta.size;
                 }
                 match self.read(path, meta) {
                     Ok(Some(entry)) => {

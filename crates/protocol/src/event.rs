@@ -177,12 +177,15 @@ pub enum Event {
     },
     #[serde(rename = "artifact.written")]
     ArtifactWritten { path: String },
-    /// The commit action's commit and the paths it changed.
+    /// The commit action's commit and the paths it changed: the first 1,000 (cordon's git lists
+    /// no more), and how many more there were.
     #[serde(rename = "commit.created")]
     CommitCreated {
         sha: String,
         #[serde(default)]
         files: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        files_omitted: Option<u64>,
     },
     #[serde(rename = "resources.sample")]
     ResourcesSample {

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
@@ -29,9 +30,6 @@ use crate::wire::Setup;
 
 /// The name every session's UTS namespace gets.
 pub const HOSTNAME: &str = "cordon";
-
-/// The `.env*` files at the workspace root that stay visible: templates hold no secrets.
-const ENV_TEMPLATES: [&str; 3] = [".env.example", ".env.template", ".env.sample"];
 
 /// What [`gather`] found: the setup message for init and the descriptors it indexes.
 pub(crate) struct Facts {
@@ -209,8 +207,7 @@ pub(crate) fn gather(
     if let Ok(entries) = fs::read_dir(&workspace_path) {
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let name = name.to_string_lossy();
-            let is_env_file = name.starts_with(".env") && !ENV_TEMPLATES.contains(&name.as_ref());
+            let is_env_file = cordon_workspace::is_env_secret(name.as_bytes());
             if is_env_file && let Some(found) = hidden(&entry.path())? {
                 hide.push(found);
             }

@@ -101,7 +101,12 @@ pub enum Step {
     Generated { target: PathBuf, contents: String },
     /// Hides what is at `target`: an empty read-only tmpfs over a directory, `/dev/null`
     /// (read-only, `nodev`, so it cannot even be opened) over a file.
-    Mask { target: PathBuf, kind: Kind },
+    Mask {
+        /// Any bytes: a root `.env*` file a step named `.env\xff` is masked like `.env`.
+        #[serde(with = "crate::wire::any_path")]
+        target: PathBuf,
+        kind: Kind,
+    },
 }
 
 impl Step {

@@ -67,6 +67,38 @@ pub struct ExecSpec {
     pub env: Vec<(String, String)>,
 }
 
+/// A path of any bytes in a message: a string when it is UTF-8 (every path but a masked
+/// workspace name a step chose), else its bytes.
+pub(crate) mod any_path {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    pub fn serialize<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
+        match path.to_str() {
+            Some(text) => Repr::Text(text.to_owned()),
+            None => Repr::Bytes(path.as_os_str().as_bytes().to_vec()),
+        }
+        .serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<PathBuf, D::Error> {
+        Ok(match Repr::deserialize(deserializer)? {
+            Repr::Text(text) => PathBuf::from(text),
+            Repr::Bytes(bytes) => PathBuf::from(OsString::from_vec(bytes)),
+        })
+    }
+}
+
 /// Writes one message with `fds` attached.
 pub fn send<T: Serialize>(
     socket: BorrowedFd<'_>,

@@ -16,6 +16,6 @@ mod view;
 mod walk;
 
 pub use meta::{Kind, Meta};
-pub use path::{MAX_NAME, MAX_PATH, PathError, WsPath, is_git_name};
+pub use path::{ENV_TEMPLATES, MAX_NAME, MAX_PATH, PathError, WsPath, is_env_secret, is_git_name};
 pub use view::{Bounded, Listed, Listing, OpenFile, Removed, Resolve, View, ViewError};
 pub use walk::{Limits, Visit, Visitor, WalkError};

@@ -39,6 +39,16 @@ pub fn is_git_name(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b".git")
 }
 
+/// The `.env*` files at the workspace root that stay visible: templates hold no secrets.
+pub const ENV_TEMPLATES: [&[u8]; 3] = [b".env.example", b".env.template", b".env.sample"];
+
+/// Whether a workspace root entry named `name` is a secret `.env*` file: masked in every sandbox
+/// and never read by the host (its git leaves it as HEAD has it). Matched on bytes, so a name
+/// that is not UTF-8 (`.env\xff`) is as secret as `.env`.
+pub fn is_env_secret(name: &[u8]) -> bool {
+    name.starts_with(b".env") && !ENV_TEMPLATES.contains(&name)
+}
+
 fn check_name(name: &[u8]) -> Result<(), PathError> {
     if name.is_empty() || name == b"." || name == b".." {
         return Err(PathError::Component);
@@ -139,6 +149,13 @@ impl WsPath {
     pub fn to_string_lossy(&self) -> String {
         String::from_utf8_lossy(&self.0).into_owned()
     }
+
+    /// The path for a message: invalid UTF-8 replaced, control characters escaped
+    /// ([`cordon_protocol::text::escape_line`]), so a name a step chose cannot break a message
+    /// or a log line into lines of its own.
+    pub fn shown(&self) -> String {
+        cordon_protocol::text::escape_line(&self.to_string_lossy()).into_owned()
+    }
 }
 
 impl fmt::Debug for WsPath {
@@ -171,6 +188,23 @@ mod tests {
             ("a\0b", Err(PathError::Nul)),
         ] {
             assert_eq!(WsPath::new(text).map(|_| ()), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn root_env_files_are_secret_except_the_templates() {
+        for (name, secret) in [
+            (&b".env"[..], true),
+            (b".env.local", true),
+            (b".envrc", true),
+            (b".env\xff", true),
+            (b".env.example", false),
+            (b".env.template", false),
+            (b".env.sample", false),
+            (b"env", false),
+            (b"x.env", false),
+        ] {
+            assert_eq!(is_env_secret(name), secret, "{:?}", name.escape_ascii());
         }
     }
 

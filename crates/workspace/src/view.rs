@@ -63,7 +63,7 @@ impl ViewError {
     fn io(action: &'static str, path: &WsPath, errno: Errno) -> ViewError {
         ViewError::Io {
             action,
-            path: path.to_string_lossy(),
+            path: path.shown(),
             source: errno.into(),
         }
     }
@@ -239,9 +239,9 @@ impl View {
         match self.dir(path.split().0, flags) {
             Ok(fd) => Ok(Some(fd)),
             Err(Errno::NOENT) => Ok(None),
-            Err(Errno::LOOP | Errno::NOTDIR | Errno::XDEV) => Err(ViewError::Blocked {
-                path: path.to_string_lossy(),
-            }),
+            Err(Errno::LOOP | Errno::NOTDIR | Errno::XDEV) => {
+                Err(ViewError::Blocked { path: path.shown() })
+            }
             Err(errno) => Err(ViewError::io("resolve", path, errno)),
         }
     }
@@ -268,13 +268,11 @@ impl View {
         };
         if before.kind != Kind::File {
             return Err(ViewError::NotAFile {
-                path: path.to_string_lossy(),
+                path: path.shown(),
                 kind: before.kind,
             });
         }
-        let changed = || ViewError::Changed {
-            path: path.to_string_lossy(),
-        };
+        let changed = || ViewError::Changed { path: path.shown() };
         let fd = match rustix::fs::openat(
             &parent,
             name,
@@ -311,7 +309,7 @@ impl View {
             .read_to_end(&mut bytes)
             .map_err(|source| ViewError::Io {
                 action: "read",
-                path: path.to_string_lossy(),
+                path: path.shown(),
                 source,
             })?;
         Ok(Some(Bounded {
@@ -339,7 +337,7 @@ impl View {
                 Err(source) => {
                     return Err(ViewError::Io {
                         action: "read",
-                        path: path.to_string_lossy(),
+                        path: path.shown(),
                         source,
                     });
                 }
@@ -363,7 +361,7 @@ impl View {
                     .flatten()
                     .map_or(Kind::Unknown, |m| m.kind);
                 Err(ViewError::NotAFile {
-                    path: path.to_string_lossy(),
+                    path: path.shown(),
                     kind,
                 })
             }
@@ -396,7 +394,7 @@ impl View {
 
     /// The entries of the directory `dir` (the workspace itself for `None`), at most `limit`.
     pub fn list(&self, dir: Option<&WsPath>, limit: usize) -> Result<Listing, ViewError> {
-        let shown = || dir.map_or_else(|| ".".to_owned(), WsPath::to_string_lossy);
+        let shown = || dir.map_or_else(|| ".".to_owned(), WsPath::shown);
         let fd = match self.dir(dir.map(WsPath::as_bytes), OFlags::RDONLY) {
             Ok(fd) => fd,
             Err(Errno::LOOP | Errno::NOTDIR | Errno::XDEV) => {
@@ -471,7 +469,7 @@ impl View {
         let permissions = match existing {
             Some(meta) if meta.kind != Kind::File => {
                 return Err(ViewError::NotAFile {
-                    path: path.to_string_lossy(),
+                    path: path.shown(),
                     kind: meta.kind,
                 });
             }
@@ -493,7 +491,7 @@ impl View {
             .and_then(|()| file.sync_all())
             .map_err(|source| ViewError::Io {
                 action: "write",
-                path: path.to_string_lossy(),
+                path: path.shown(),
                 source,
             })
             .and_then(|()| {

@@ -64,6 +64,15 @@ impl View {
     /// entries it visited.
     pub fn walk(&self, limits: &Limits, visitor: &mut dyn Visitor) -> Result<usize, WalkError> {
         let top = self.list(None, limits.per_directory)?;
+        // Entries listed (held in memory until visited) count against the limit too, so a deep
+        // chain of full directories cannot hold `depth × per_directory` names at once.
+        let mut listed = top.entries.len();
+        let too_many = || WalkError::TooManyEntries {
+            limit: limits.entries,
+        };
+        if listed > limits.entries {
+            return Err(too_many());
+        }
         let mut stack = vec![(None::<WsPath>, top.entries.into_iter())];
         let mut visited = 0usize;
         while let Some((dir, entries)) = stack.last_mut() {
@@ -73,17 +82,10 @@ impl View {
             };
             let path =
                 WsPath::child(dir.as_ref(), &entry.name).map_err(|_| WalkError::TooDeep {
-                    path: dir
-                        .as_ref()
-                        .map_or_else(String::new, WsPath::to_string_lossy),
+                    path: dir.as_ref().map_or_else(String::new, WsPath::shown),
                     limit: limits.depth,
                 })?;
             visited += 1;
-            if visited > limits.entries {
-                return Err(WalkError::TooManyEntries {
-                    limit: limits.entries,
-                });
-            }
             if visitor.entry(&path, &entry.meta) == Visit::Skip
                 || entry.meta.kind != Kind::Directory
             {
@@ -91,11 +93,15 @@ impl View {
             }
             if stack.len() > limits.depth {
                 return Err(WalkError::TooDeep {
-                    path: path.to_string_lossy(),
+                    path: path.shown(),
                     limit: limits.depth,
                 });
             }
             let listing = self.list(Some(&path), limits.per_directory)?;
+            listed += listing.entries.len();
+            if listed > limits.entries {
+                return Err(too_many());
+            }
             if listing.has_git {
                 visitor.repository(&path);
                 continue;

@@ -306,9 +306,11 @@ mod tests {
         // other test's ephemeral port can answer on it and make "stopped" look like "serving".
         let listener = TcpListener::bind("127.3.2.1:0").expect("bind");
         let address = listener.local_addr().expect("address");
+        // An empty operator policy (a regular file: cordon reads no device as configuration).
+        let policy = tempfile::NamedTempFile::new().expect("policy file");
         let args = PolicyArgs {
             allow: vec!["allowed.test".to_owned()],
-            policy: Some(PathBuf::from("/dev/null")),
+            policy: Some(policy.path().to_path_buf()),
             ..PolicyArgs::default()
         };
         let built = args.build(Mode::Allowlist).expect("policy");

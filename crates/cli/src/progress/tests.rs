@@ -271,6 +271,7 @@ fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
         Event::CommitCreated {
             sha: "abc123".into(),
             files: vec!["src/lib.rs".into()],
+            files_omitted: None,
         },
         Event::ResourcesWarning {
             message: "the workspace filesystem is 90% full".into(),

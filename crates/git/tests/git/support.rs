@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cordon_git::{Dirs, Identity, Repo};
+use cordon_git::{Dirs, Guard, Identity, Repo};
 use cordon_workspace::View;
 
 /// The system's git, never one found on `PATH`.
@@ -110,6 +110,11 @@ impl Fixture {
     }
 
     pub fn repo(&self) -> Repo {
+        self.guarded(Guard::default())
+    }
+
+    /// The repository opened with `guard` (hidden paths, a writable git directory).
+    pub fn guarded(&self, guard: Guard) -> Repo {
         let dirs = Dirs {
             git_dir: self.work.join(".git"),
             common_dir: self.work.join(".git"),
@@ -122,6 +127,7 @@ impl Fixture {
                 name: "Test Author".to_owned(),
                 email: "author@example.test".to_owned(),
             },
+            guard,
         )
         .unwrap()
     }

@@ -168,6 +168,7 @@ fn every_kind() -> Vec<Event> {
         Event::CommitCreated {
             sha: "abc".into(),
             files: vec!["a.rs".into()],
+            files_omitted: Some(3),
         },
         Event::EgressDropped { count: 5 },
         Event::ResourcesSample {

@@ -464,6 +464,43 @@ fn the_walk_never_follows_a_link_and_stops_at_nested_repositories() {
 }
 
 #[test]
+fn entries_listed_but_not_yet_visited_count_against_the_limit() {
+    let setup = Setup::new();
+    // A chain of directories, each also holding many files: the walk descends first, so the
+    // files of every level wait in memory at once.
+    let mut dir = setup.workspace.clone();
+    for level in 0..4 {
+        dir.push(format!("d{level}"));
+        std::fs::create_dir(&dir).unwrap();
+        for i in 0..10 {
+            std::fs::write(dir.join(format!("f{i}")), "").unwrap();
+        }
+    }
+    for view in setup.views() {
+        let limits = Limits {
+            entries: 30,
+            ..Limits::default()
+        };
+        let mut collect = Collect::default();
+        let err = view.walk(&limits, &mut collect).unwrap_err();
+        assert!(
+            matches!(err, WalkError::TooManyEntries { limit: 30 }),
+            "{err:?}"
+        );
+        assert!(
+            collect.entries.len() < 30,
+            "stopped when the listings held more than the limit, after {} visits",
+            collect.entries.len()
+        );
+        let fits = Limits {
+            entries: 44,
+            ..Limits::default()
+        };
+        assert_eq!(view.walk(&fits, &mut Collect::default()).unwrap(), 44);
+    }
+}
+
+#[test]
 fn the_walk_stops_at_its_limits_with_the_fix() {
     let setup = Setup::new();
     for i in 0..20 {

@@ -1,0 +1,472 @@
+//! What the run's guard asks of the host's git: masked paths (root `.env*` secrets,
+//! `isolation.hide`) never read, diffed or committed; with `allow_git_mutations`, refs and the
+//! object store a step rewrote refused without being followed or quoted; forged trees, rule files
+//! and commits of any size bounded. Each judged on the host, each refusal with a control.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use cordon_git::{GitError, Guard, Ignoring, PatchLimits, StatCache};
+use cordon_workspace::WsPath;
+
+use crate::attacks::{CANARY, bounded};
+use crate::support::{Fixture, git, git_out};
+
+fn fifo(at: impl AsRef<Path>) -> rustix::io::Result<()> {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        at.as_ref(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+}
+
+fn hidden(paths: &[&str]) -> Guard {
+    Guard {
+        hidden: paths.iter().map(|p| WsPath::new(p).unwrap()).collect(),
+        git_writable: false,
+    }
+}
+
+fn writable() -> Guard {
+    Guard {
+        hidden: Vec::new(),
+        git_writable: true,
+    }
+}
+
+fn changed_paths(diff: &cordon_git::WorkDiff) -> Vec<String> {
+    diff.changes
+        .iter()
+        .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
+        .collect()
+}
+
+#[test]
+fn masked_secrets_are_never_diffed_or_committed_and_templates_are() {
+    let fx = Fixture::new();
+    fx.write(".env", "TOKEN=committed-placeholder\n");
+    fx.write(".env.example", "TOKEN=\n");
+    fx.write("src/main.rs", "fn main() {}\n");
+    fx.commit_all("base");
+    // The user's real secrets, in files the sandbox masks: a tracked `.env` changed, untracked
+    // `.env.local` and `.env\xff`, and a hidden directory.
+    fx.write(".env", &format!("TOKEN={CANARY}\n"));
+    fx.write(".env.local", CANARY);
+    std::fs::write(
+        fx.path().join(std::ffi::OsStr::from_bytes(b".env\xff")),
+        CANARY,
+    )
+    .unwrap();
+    fx.write("secrets/deploy.key", CANARY);
+    // Controls: a template and an ordinary file are work-tree changes like any other.
+    fx.write(".env.example", "TOKEN=\nDEBUG=\n");
+    fx.write("src/main.rs", "fn main() { println!(); }\n");
+    let repo = fx.guarded(hidden(&["secrets"]));
+    let diff = repo
+        .diff(
+            &fx.view(),
+            &mut StatCache::default(),
+            PatchLimits::default(),
+        )
+        .unwrap();
+    assert_eq!(changed_paths(&diff), [".env.example", "src/main.rs"]);
+    assert!(!String::from_utf8_lossy(&diff.patch).contains("canary"));
+    let dirty = repo
+        .dirty_paths(&fx.view(), &mut StatCache::default())
+        .unwrap();
+    assert_eq!(dirty, [".env.example", "src/main.rs"]);
+    let committed = repo
+        .commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(committed.files, [".env.example", "src/main.rs"]);
+    assert_eq!(
+        git_out(fx.path(), &["show", "HEAD:.env"]),
+        "TOKEN=committed-placeholder"
+    );
+    let tree = git_out(fx.path(), &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert_eq!(tree, ".env\n.env.example\nsrc/main.rs");
+    let objects = git_out(
+        fx.path(),
+        &["cat-file", "--batch-all-objects", "--batch", "--unordered"],
+    );
+    assert!(
+        !objects.contains("canary"),
+        "a secret reached the object store"
+    );
+    // Control: without the guard's `hide`, the hidden directory is an ordinary untracked one.
+    let open = fx.repo();
+    let diff = open
+        .diff(
+            &fx.view(),
+            &mut StatCache::default(),
+            PatchLimits::default(),
+        )
+        .unwrap();
+    assert_eq!(changed_paths(&diff), ["secrets/deploy.key"]);
+}
+
+#[test]
+fn a_masked_path_is_not_read_even_when_it_would_block() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    fifo(fx.path().join(".env.local")).unwrap();
+    let work = fx.path().to_path_buf();
+    let skipped = bounded(move || {
+        let fx = Fixture::at(work);
+        let diff = fx
+            .repo()
+            .diff(
+                &fx.view(),
+                &mut StatCache::default(),
+                PatchLimits::default(),
+            )
+            .unwrap();
+        (changed_paths(&diff), diff.skipped.len())
+    });
+    // Not even listed as a FIFO: the host does not look at masked paths at all.
+    assert_eq!(skipped, (Vec::<String>::new(), 0));
+}
+
+/// Replaces the branch ref with what `plant` makes, then takes the diff with a writable git
+/// directory: refused, quickly, with nothing of the planted file in the message.
+fn refused_ref(plant: impl FnOnce(&Fixture, &Path)) -> String {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    let victim = fx.outside().join("id_ed25519");
+    std::fs::write(&victim, format!("{CANARY}\n")).unwrap();
+    plant(&fx, &victim);
+    let work = fx.path().to_path_buf();
+    let result = bounded(move || {
+        let fx = Fixture::at(work);
+        fx.guarded(writable())
+            .diff(
+                &fx.view(),
+                &mut StatCache::default(),
+                PatchLimits::default(),
+            )
+            .map(|_| ())
+            .map_err(|err| err.to_string())
+    });
+    let message = result.expect_err("the planted ref was used");
+    assert!(!message.contains("canary"), "{message}");
+    message
+}
+
+#[test]
+fn refs_a_step_replaced_are_refused_never_followed_or_quoted() {
+    let branch = |fx: &Fixture| fx.path().join(".git/refs/heads/main");
+    let message = refused_ref(|fx, victim| {
+        std::fs::remove_file(branch(fx)).unwrap();
+        std::os::unix::fs::symlink(victim, branch(fx)).unwrap();
+    });
+    assert!(message.contains("refs/heads/main"), "{message}");
+    refused_ref(|fx, _| {
+        std::fs::remove_file(branch(fx)).unwrap();
+        fifo(branch(fx)).unwrap();
+    });
+    refused_ref(|fx, _| {
+        std::fs::remove_file(branch(fx)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", branch(fx)).unwrap();
+    });
+    refused_ref(|fx, _| {
+        let file = std::fs::File::create(branch(fx)).unwrap();
+        file.set_len(8 << 30).unwrap();
+    });
+    // A ref that holds the first line of a secret: named, never quoted.
+    refused_ref(|fx, _| std::fs::write(branch(fx), format!("{CANARY}\n")).unwrap());
+    let message = refused_ref(|fx, victim| {
+        std::fs::remove_file(branch(fx)).unwrap();
+        std::os::unix::fs::symlink(victim, fx.path().join(".git/packed-refs")).unwrap();
+    });
+    assert!(message.contains("packed-refs"), "{message}");
+    // A symbolic ref out of `refs/`.
+    refused_ref(|fx, _| {
+        std::fs::write(
+            fx.path().join(".git/HEAD"),
+            "ref: refs/../../../etc/passwd\n",
+        )
+        .unwrap()
+    });
+}
+
+#[test]
+fn packed_refs_are_read_by_cordon_and_resolve_like_gits() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
+    git(fx.path(), &["pack-refs", "--all"]);
+    assert!(!fx.path().join(".git/refs/heads/main").exists());
+    assert_eq!(fx.guarded(writable()).head().unwrap().to_string(), head);
+    // And the commit action moves the branch from there.
+    fx.write("a.txt", "b\n");
+    let committed = fx
+        .guarded(writable())
+        .commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(git_out(fx.path(), &["rev-parse", "main"]), committed.sha);
+}
+
+#[test]
+fn a_planted_object_store_entry_is_refused_when_steps_can_write_git() {
+    type Plant = fn(&Path, &Path);
+    let plants: [(&str, Plant); 4] = [
+        ("objects/ab/cdef", |at, victim| {
+            std::os::unix::fs::symlink(victim, at).unwrap()
+        }),
+        ("objects/pack/pack-x.pack", |at, _| fifo(at).unwrap()),
+        ("objects/ab", |at, victim| {
+            std::os::unix::fs::symlink(victim.parent().unwrap(), at).unwrap()
+        }),
+        ("objects/info/alternates", |at, victim| {
+            std::fs::write(at, victim.parent().unwrap().as_os_str().as_bytes()).unwrap()
+        }),
+    ];
+    for (planted, plant) in plants {
+        let fx = Fixture::new();
+        fx.write("a.txt", "a\n");
+        fx.commit_all("base");
+        let victim = fx.outside().join("victim");
+        std::fs::write(&victim, CANARY).unwrap();
+        // The run opens the repository (and records its baseline) before the step runs.
+        let repo = fx.guarded(writable());
+        let at = fx.path().join(".git").join(planted);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        plant(&at, &victim);
+        match repo.head() {
+            Err(GitError::LinkedGitDir(path) | GitError::Tampered(path)) => {
+                assert!(path.ends_with(planted), "{planted}: {path:?}")
+            }
+            other => panic!("{planted}: {other:?}"),
+        }
+        // Control: a sandbox that cannot write the git directory planted nothing, and
+        // nothing is checked.
+        assert!(fx.repo().head().is_ok(), "{planted}");
+    }
+}
+
+/// Writes a tree object of `entries` (mode, name, id) with git, as a step with a writable git
+/// directory could, and returns its id.
+fn raw_tree(dir: &Path, entries: &[(&str, &[u8], &str)]) -> String {
+    let mut bytes = Vec::new();
+    for (mode, name, id) in entries {
+        bytes.extend_from_slice(mode.as_bytes());
+        bytes.push(b' ');
+        bytes.extend_from_slice(name);
+        bytes.push(0);
+        bytes.extend((0..20).map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).unwrap()));
+    }
+    let file = dir.join("tree.bin");
+    std::fs::write(&file, bytes).unwrap();
+    git_out(
+        dir,
+        &[
+            "hash-object",
+            "-w",
+            "-t",
+            "tree",
+            "--literally",
+            file.to_str().unwrap(),
+        ],
+    )
+}
+
+fn point_head_at_tree(fx: &Fixture, tree: &str) {
+    let commit = git_out(fx.path(), &["commit-tree", tree, "-m", "forged"]);
+    git(fx.path(), &["update-ref", "refs/heads/main", &commit]);
+}
+
+#[test]
+fn a_forged_tree_cannot_make_the_host_build_paths_without_end() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    let blob = git_out(fx.path(), &["rev-parse", "HEAD:a.txt"]);
+    // Control: a tree git wrote itself.
+    assert_eq!(fx.repo().head_flat().unwrap().len(), 1);
+    // Names git never writes.
+    for name in [&b".."[..], b".", b"", b"a/b"] {
+        let tree = raw_tree(fx.path(), &[("100644", name, &blob)]);
+        point_head_at_tree(&fx, &tree);
+        match fx.repo().head_flat() {
+            Err(GitError::ForgedTree(what)) => assert!(what.contains("named"), "{what}"),
+            other => panic!("{:?}: {other:?}", name.escape_ascii().to_string()),
+        }
+    }
+    // One path longer than the kernel's: a chain of long names.
+    let long = vec![b'n'; 255];
+    let mut tree = raw_tree(fx.path(), &[("100644", &long, &blob)]);
+    for _ in 0..16 {
+        tree = raw_tree(fx.path(), &[("40000", &long, &tree)]);
+    }
+    point_head_at_tree(&fx, &tree);
+    match fx.repo().head_flat() {
+        Err(GitError::ForgedTree(what)) => assert!(what.contains("longer"), "{what}"),
+        other => panic!("{other:?}"),
+    }
+    // Shared subtrees: 4^9 paths of 2,300 bytes from a few kilobytes of objects.
+    let names: Vec<Vec<u8>> = (b'a'..=b'd')
+        .map(|c| {
+            let mut name = vec![c];
+            name.extend(std::iter::repeat_n(b'x', 254));
+            name
+        })
+        .collect();
+    let mut tree = raw_tree(
+        fx.path(),
+        &names
+            .iter()
+            .map(|n| ("100644", n.as_slice(), blob.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    for _ in 0..8 {
+        let entries: Vec<(&str, &[u8], &str)> = names
+            .iter()
+            .map(|n| ("40000", n.as_slice(), tree.as_str()))
+            .collect();
+        tree = raw_tree(fx.path(), &entries);
+    }
+    point_head_at_tree(&fx, &tree);
+    match fx.repo().head_flat() {
+        Err(GitError::ForgedTree(what)) => assert!(what.contains("bytes of paths"), "{what}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn ignore_rules_past_the_budget_refuse_the_commit_and_widen_the_diff() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    // Eleven rule files of 951 rules each: past the 10,000 rules cordon reads.
+    for dir in 0..11 {
+        let rules: String = (0..950).map(|i| format!("rule-{i}\n")).collect();
+        fx.write(
+            &format!("d{dir}/.gitignore"),
+            &format!("{rules}ignored.txt\n"),
+        );
+        fx.write(&format!("d{dir}/ignored.txt"), "x\n");
+    }
+    let repo = fx.repo();
+    match repo.commit(
+        &fx.view(),
+        "c",
+        "Cordon-Run: t",
+        &[],
+        &mut StatCache::default(),
+    ) {
+        Err(err @ GitError::IgnoreTooLarge { .. }) => {
+            assert!(err.to_string().contains("10000 rules"), "{err}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The diff shows more, never less: it is still taken, the files shown.
+    let diff = repo
+        .diff(
+            &fx.view(),
+            &mut StatCache::default(),
+            PatchLimits::default(),
+        )
+        .unwrap();
+    assert!(changed_paths(&diff).contains(&"d10/ignored.txt".to_owned()));
+    // Control: within the budget the commit honours every file's rules.
+    std::fs::remove_dir_all(fx.path().join("d10")).unwrap();
+    let committed = repo
+        .commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+    assert!(committed.files.iter().all(|f| !f.ends_with("ignored.txt")));
+}
+
+#[test]
+fn a_commit_of_many_files_lists_the_first_thousand_and_counts_the_rest() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    for i in 0..1005 {
+        fx.write(&format!("many/f{i:04}"), "x\n");
+    }
+    let committed = fx
+        .repo()
+        .commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(committed.files.len(), cordon_git::MAX_FILES);
+    assert_eq!(committed.files_omitted, 5);
+    assert_eq!(committed.files[0], "many/f0000");
+    let tree = git_out(fx.path(), &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert_eq!(tree.lines().count(), 1006, "every file is committed");
+}
+
+#[test]
+fn sparse_files_are_skipped_from_a_megabyte_and_hard_links_share_one_blob() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    let sparse = std::fs::File::create(fx.path().join("sparse.bin")).unwrap();
+    sparse.set_len(2 << 20).unwrap();
+    // Control: a dense file of the same size is recorded.
+    fx.write("dense.bin", &"d".repeat(2 << 20));
+    fx.write("linked/original", "the same inode\n");
+    for i in 0..100 {
+        std::fs::hard_link(
+            fx.path().join("linked/original"),
+            fx.path().join(format!("linked/l{i}")),
+        )
+        .unwrap();
+    }
+    let repo = fx.repo();
+    let head = repo.head_flat().unwrap();
+    let snapshot = repo
+        .snapshot(
+            &fx.view(),
+            &head,
+            Ignoring::WorkTree,
+            &mut StatCache::default(),
+        )
+        .unwrap();
+    let skipped: Vec<&str> = snapshot.skipped.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(skipped, ["sparse.bin"]);
+    assert!(snapshot.entries.contains_key(&b"dense.bin"[..]));
+    let original = snapshot.entries[&b"linked/original"[..]].entry;
+    for i in 0..100 {
+        assert_eq!(
+            snapshot.entries[format!("linked/l{i}").as_bytes()].entry,
+            original
+        );
+    }
+    assert_eq!(
+        original.id.to_string(),
+        git_out(fx.path(), &["hash-object", "linked/original"])
+    );
+}
