@@ -95,6 +95,9 @@ pub struct Seen {
 pub struct Snapshot {
     pub entries: BTreeMap<Vec<u8>, Seen>,
     pub skipped: Vec<Skipped>,
+    /// Bytes of work-tree files read to build it: a file the stat cache or an earlier hard link
+    /// answered is not read again.
+    pub read: u64,
 }
 
 impl Snapshot {
@@ -165,6 +168,7 @@ impl Repo {
         }
         walked?;
         let mut snapshot = scan.snapshot;
+        snapshot.read = scan.read;
         // What HEAD holds that the work tree cannot address (a name the view refuses, such as a
         // component `.git` in a forged tree), and every masked path, is kept as HEAD has it.
         for (path, entry) in head {
