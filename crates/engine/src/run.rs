@@ -272,16 +272,29 @@ pub fn load_pipeline(
 
 /// What the host's git must never read and must check, from the pipeline's isolation: its
 /// `hide` paths (masked in every sandbox) and whether steps can write the git directory.
-pub fn git_guard(pipeline: &Pipeline) -> cordon_git::Guard {
-    cordon_git::Guard {
-        hidden: pipeline
-            .isolation
-            .hide
-            .iter()
-            .filter_map(|path| WsPath::new(path.as_str()).ok())
-            .collect(),
-        git_writable: pipeline.isolation.allow_git_mutations,
+///
+/// No mask is dropped: a `hide` path is held normalised within the view's bounds, so the one
+/// path the view refuses is one inside `.git`, which no snapshot reads; anything else refuses
+/// the run.
+pub fn git_guard(pipeline: &Pipeline) -> Result<cordon_git::Guard, RunError> {
+    let mut hidden = Vec::new();
+    for path in &pipeline.isolation.hide {
+        match WsPath::new(path.as_str()) {
+            Ok(path) => hidden.push(path),
+            Err(cordon_workspace::PathError::GitDir) => {}
+            Err(err) => {
+                return Err(RunError::usage(format!(
+                    "`hide` path {} cannot be masked on the host ({err}); name it without \
+                     empty, `.` or `..` components",
+                    cordon_protocol::text::escape_line(path.as_str())
+                )));
+            }
+        }
     }
+    Ok(cordon_git::Guard {
+        hidden,
+        git_writable: pipeline.isolation.allow_git_mutations,
+    })
 }
 
 /// The workspace's view and repository, guarded for `pipeline`. `scratch`: the run's private
@@ -307,7 +320,7 @@ pub fn open_workspace(
         git_dir: dirs.git_dir,
     };
     let identity = cordon_git::user_identity(env).unwrap_or_default();
-    let repo = cordon_git::Repo::open(&view, dirs, scratch, identity, git_guard(pipeline))?;
+    let repo = cordon_git::Repo::open(&view, dirs, scratch, identity, git_guard(pipeline)?)?;
     Ok(HostWorkspace::new(view, Some(repo)))
 }
 

@@ -186,9 +186,19 @@ impl Repo {
         self.refuse_oversized(true, "packed-refs", MAX_PACKED_REFS)?;
         let branch = self.head_branch()?;
         if let Some(branch) = &branch {
-            self.refuse_links(true, branch, Expect::File)?;
-            self.refuse_oversized(true, branch, MAX_REF)?;
-            self.refuse_links(true, &format!("logs/{branch}"), Expect::File)?;
+            // gitoxide follows a chain of symbolic refs to its end and writes that ref and its
+            // reflog: cordon moves only a branch HEAD names directly, so the files checked here
+            // are the files written.
+            if let Some(crate::refs::Target::Symbolic(_)) = self.read_ref(branch)? {
+                return Err(GitError::Objects(format!(
+                    "`{branch}` is itself a symbolic ref; the commit action moves only a branch \
+                     HEAD names directly: point HEAD at it with `git symbolic-ref HEAD <branch>`"
+                )));
+            }
+            let common = !crate::refs::per_worktree(branch);
+            self.refuse_links(common, branch, Expect::File)?;
+            self.refuse_oversized(common, branch, MAX_REF)?;
+            self.refuse_links(common, &format!("logs/{branch}"), Expect::File)?;
         }
         let edit = RefEdit {
             change: Change::Update {

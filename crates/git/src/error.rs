@@ -56,6 +56,11 @@ pub enum GitError {
     , per_file = crate::ignore::MAX_RULES, total = crate::ignore::MAX_RULE_BYTES, patterns = crate::ignore::MAX_PATTERNS)]
     IgnoreTooLarge { path: String },
     #[error(
+        "matching the work tree against its `.gitignore` rules would take more than cordon's git spends on it ({} units of rule length × path length); shorten the rules with many wildcards or merge them",
+        crate::ignore::MAX_MATCHING
+    )]
+    IgnoreTooSlow,
+    #[error(
         "the tree of HEAD has more than {limit} entries (or nests deeper than cordon follows); cordon's git cannot take it"
     )]
     TreeTooLarge { limit: usize },

@@ -15,6 +15,15 @@ pub const MAX_RULES: usize = 256 << 10;
 /// directories must not buy the host hours of matching.
 pub const MAX_RULE_BYTES: usize = 1 << 20;
 pub const MAX_PATTERNS: usize = 10_000;
+/// The most matching work of one snapshot, in [`Rules::cost`]'s units. Within the byte and rule
+/// budgets, 10,000 rules of many `*` against a work tree of long names would still cost the host
+/// hours; this keeps the worst case to about ten seconds (measured: at most ~10 ns per rule and
+/// byte of the text a wildcard rule is matched against, which [`WILDCARD`] units cover) while a
+/// million-file tree under a few hundred ordinary rules stays well inside it.
+pub const MAX_MATCHING: u64 = 1 << 36;
+/// The units of one wildcard rule per byte of text it is matched against (a literal rule, or
+/// `*.ext`, which gitoxide compares without wildmatch, is one).
+const WILDCARD: u64 = 64;
 
 /// An ordered set of ignore rules, within [`MAX_RULE_BYTES`] and [`MAX_PATTERNS`].
 #[derive(Default)]
@@ -22,6 +31,16 @@ pub struct Rules {
     search: gix_ignore::Search,
     bytes: usize,
     patterns: usize,
+    /// The matching weight of the rules of each directory (`""`: the top and `info/exclude`).
+    weights: std::collections::HashMap<Vec<u8>, Weight>,
+}
+
+/// What the rules of one directory weigh per byte of the text they are matched against: rules
+/// without a `/` are matched against a path's last component, the others against the path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Weight {
+    name: u64,
+    path: u64,
 }
 
 /// The rules of one file would take the set past its budget; nothing of the file was added.
@@ -29,15 +48,23 @@ pub struct Rules {
 pub struct OverBudget;
 
 impl Rules {
-    /// Counts the rules of `bytes` against the budget.
-    fn spend(&mut self, bytes: &[u8]) -> Result<(), OverBudget> {
-        let patterns = bytes
-            .split(|&b| b == b'\n')
-            .filter(|line| {
-                let line = line.trim_ascii();
-                !line.is_empty() && !line.starts_with(b"#")
-            })
-            .count();
+    /// Counts the rules of `bytes`, which apply below `dir`, against the budget.
+    fn spend(&mut self, dir: &[u8], bytes: &[u8]) -> Result<(), OverBudget> {
+        let mut patterns = 0;
+        let mut weight = Weight::default();
+        for line in bytes.split(|&b| b == b'\n') {
+            let line = line.trim_ascii();
+            if line.is_empty() || line.starts_with(b"#") {
+                continue;
+            }
+            patterns += 1;
+            let rule = line.strip_suffix(b"/").unwrap_or(line);
+            if rule.contains(&b'/') {
+                weight.path += rule_weight(line);
+            } else {
+                weight.name += rule_weight(line);
+            }
+        }
         if bytes.len() > MAX_RULES
             || self.bytes + bytes.len() > MAX_RULE_BYTES
             || self.patterns + patterns > MAX_PATTERNS
@@ -46,13 +73,39 @@ impl Rules {
         }
         self.bytes += bytes.len();
         self.patterns += patterns;
+        let total = self.weights.entry(dir.to_vec()).or_default();
+        total.name += weight.name;
+        total.path += weight.path;
         Ok(())
+    }
+
+    /// What asking whether `path` is ignored may cost, in [`MAX_MATCHING`]'s units: the rules
+    /// of the top and of each directory above `path`, by the length of the text each is matched
+    /// against (gitoxide skips the rules of other directories by their base).
+    pub fn cost(&self, path: &[u8]) -> u64 {
+        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+        let mut cost = 0u64;
+        let dirs = std::iter::once(&b""[..]).chain(
+            path.iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'/')
+                .map(|(at, _)| &path[..at]),
+        );
+        for dir in dirs {
+            if let Some(weight) = self.weights.get(dir) {
+                let below = path.len() - dir.len();
+                cost = cost
+                    .saturating_add(weight.name.saturating_mul(name.len() as u64 + 1))
+                    .saturating_add(weight.path.saturating_mul(below as u64 + 1));
+            }
+        }
+        cost
     }
 
     /// Adds the rules of the `.gitignore` in `dir` (the top for an empty `dir`): they apply
     /// below `dir` and win over every file added before.
     pub fn add(&mut self, dir: &[u8], bytes: &[u8]) -> Result<(), OverBudget> {
-        self.spend(bytes)?;
+        self.spend(dir, bytes)?;
         let mut source = Vec::with_capacity(dir.len() + 11);
         if !dir.is_empty() {
             source.extend_from_slice(dir);
@@ -72,7 +125,7 @@ impl Rules {
 
     /// Adds rules that apply to the whole tree (`info/exclude`).
     pub fn add_global(&mut self, bytes: &[u8]) -> Result<(), OverBudget> {
-        self.spend(bytes)?;
+        self.spend(b"", bytes)?;
         let _ = self.search.add_patterns_buffer(
             bytes,
             PathBuf::from("info/exclude"),
@@ -87,6 +140,18 @@ impl Rules {
         self.search
             .pattern_matching_relative_path(BStr::new(path), Some(is_dir), Case::Sensitive)
             .is_some_and(|m| !m.pattern.is_negative())
+    }
+}
+
+/// One rule's units per byte of text: [`WILDCARD`] when gitoxide matches it with wildmatch, 1
+/// when it compares (no wildcard, or one leading `*` before a literal suffix).
+fn rule_weight(line: &[u8]) -> u64 {
+    let body = line.strip_prefix(b"!").unwrap_or(line);
+    let body = body.strip_prefix(b"*").unwrap_or(body);
+    if body.iter().any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\')) {
+        WILDCARD
+    } else {
+        1
     }
 }
 
@@ -124,6 +189,39 @@ mod tests {
                 String::from_utf8_lossy(path)
             );
         }
+    }
+
+    #[test]
+    fn rules_that_wildmatch_cost_more_and_only_below_their_directory() {
+        for (rule, weight) in [
+            (&b"target/"[..], 1),
+            (b"/build", 1),
+            (b"*.log", 1),
+            (b"!*.log", 1),
+            (b"*a*a*a*b", WILDCARD),
+            (b"**/node_modules", WILDCARD),
+            (b"file?.txt", WILDCARD),
+            (b"[ab].c", WILDCARD),
+            (b"\\#literal", WILDCARD),
+        ] {
+            assert_eq!(
+                rule_weight(rule),
+                weight,
+                "{}",
+                String::from_utf8_lossy(rule)
+            );
+        }
+        let mut rules = Rules::default();
+        // Name rules: matched against the last component; path rules: against the path below
+        // their directory.
+        rules.add(b"", b"# comment\n*.o\n*a*b\n").unwrap();
+        rules.add(b"sub", b"/x/y\n").unwrap();
+        let name_weight = 1 + WILDCARD;
+        assert_eq!(rules.cost(b"abc"), name_weight * 4);
+        assert_eq!(rules.cost(b"dir/abc"), name_weight * 4);
+        assert_eq!(rules.cost(b"sub/x/y"), name_weight * 2 + 5);
+        assert_eq!(rules.cost(b"subway/y"), name_weight * 2, "not below `sub`");
+        assert_eq!(Rules::default().cost(b"anything"), 0);
     }
 
     #[test]

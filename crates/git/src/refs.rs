@@ -113,7 +113,7 @@ pub(crate) fn read_packed_refs(
 }
 
 /// Refs kept per worktree (in the git directory, not the common one), as git keeps them.
-fn per_worktree(name: &str) -> bool {
+pub(crate) fn per_worktree(name: &str) -> bool {
     name == "HEAD"
         || ["refs/bisect/", "refs/worktree/", "refs/rewritten/"]
             .iter()

@@ -11,6 +11,9 @@ use gix_object::FindExt;
 use crate::GitError;
 use crate::worktree::MAX_BLOB;
 
+/// The most bytes of a commit object cordon's git reads (headers and message).
+pub(crate) const MAX_COMMIT: u64 = 1 << 20;
+
 /// The most bytes read of a git directory's `config` or `info/exclude`.
 const MAX_CONFIG: usize = 1 << 20;
 
@@ -236,11 +239,23 @@ impl Repo {
         Ok(())
     }
 
-    /// The tree and message of `commit`.
+    /// The tree and message of `commit`, refused past [`MAX_COMMIT`] bytes before anything is
+    /// inflated (a step with `allow_git_mutations` can commit a message of a gigabyte).
     pub(crate) fn commit_parts(
         &self,
         commit: &gix_hash::oid,
     ) -> Result<(ObjectId, String), GitError> {
+        use gix_object::FindHeader as _;
+        match self.objects.try_header(commit) {
+            Ok(Some(header)) if header.size > MAX_COMMIT => {
+                return Err(GitError::Objects(format!(
+                    "the commit {commit} is {} bytes, more than the {MAX_COMMIT} cordon's git \
+                     reads; amend it to a shorter message",
+                    header.size
+                )));
+            }
+            _ => {}
+        }
         let mut buffer = Vec::new();
         let parsed = self
             .objects

@@ -10,7 +10,7 @@ use cordon_workspace::{Kind, Limits, Meta, View, ViewError, Visit, Visitor, WsPa
 use gix_object::FindExt;
 
 use crate::GitError;
-use crate::ignore::{MAX_RULES, Rules};
+use crate::ignore::{MAX_MATCHING, MAX_RULES, Rules};
 use crate::repo::Repo;
 use crate::tree::{Entry, Flat, Mode};
 
@@ -98,6 +98,8 @@ pub struct Snapshot {
     /// Bytes of work-tree files read to build it: a file the stat cache or an earlier hard link
     /// answered is not read again.
     pub read: u64,
+    /// Bytes of HEAD's `.gitignore` blobs read (a diff honours them as well as the work tree's).
+    pub head_rules_read: u64,
 }
 
 impl Snapshot {
@@ -143,9 +145,12 @@ impl Repo {
                 path: "info/exclude".to_owned(),
             });
         }
-        let head_rules = match ignoring {
-            Ignoring::WorkTree => None,
-            Ignoring::WorkTreeAndHead => Some(self.head_rules(head, &exclude)),
+        let (head_rules, head_rules_read) = match ignoring {
+            Ignoring::WorkTree => (None, 0),
+            Ignoring::WorkTreeAndHead => {
+                let (rules, read) = self.head_rules(head, &exclude);
+                (Some(rules), read)
+            }
         };
         let mut scan = Scan {
             view: workspace,
@@ -159,6 +164,8 @@ impl Repo {
             read: 0,
             snapshot: Snapshot::default(),
             ignored_dirs: HashSet::new(),
+            matched: 0,
+            matching_spent: false,
             failure: None,
         };
         scan.load_rules(None)?;
@@ -169,6 +176,7 @@ impl Repo {
         walked?;
         let mut snapshot = scan.snapshot;
         snapshot.read = scan.read;
+        snapshot.head_rules_read = head_rules_read;
         // What HEAD holds that the work tree cannot address (a name the view refuses, such as a
         // component `.git` in a forged tree), and every masked path, is kept as HEAD has it.
         for (path, entry) in head {
@@ -185,8 +193,9 @@ impl Repo {
         Ok(snapshot)
     }
 
-    /// HEAD's `.gitignore` rules, parents before children.
-    fn head_rules(&self, head: &Flat, exclude: &[u8]) -> Rules {
+    /// HEAD's `.gitignore` rules, parents before children, and the bytes of rule blobs read.
+    fn head_rules(&self, head: &Flat, exclude: &[u8]) -> (Rules, u64) {
+        use gix_object::FindHeader as _;
         // Past the budget the diff shows more, never less: rules that do not fit are left out.
         let mut rules = Rules::default();
         let _ = rules.add_global(exclude);
@@ -200,14 +209,25 @@ impl Repo {
             .collect();
         files.sort_by_key(|(path, _)| (path.iter().filter(|&&b| b == b'/').count(), *path));
         let mut buffer = Vec::new();
+        let mut read = 0u64;
         for (path, entry) in files {
+            // The header first: a blob is inflated only when it fits, so a `.gitignore` of a
+            // gigabyte committed by a step (`allow_git_mutations`) costs a lookup.
+            match self.objects.try_header(&entry.id) {
+                Ok(Some(header)) if header.size <= MAX_RULES as u64 => {}
+                _ => continue,
+            }
+            let Ok(blob) = self.objects.find_blob(&entry.id, &mut buffer) else {
+                continue;
+            };
+            read += blob.data.len() as u64;
             let dir = &path[..path.len() - b".gitignore".len()];
             let dir = dir.strip_suffix(b"/").unwrap_or(dir);
-            if let Ok(blob) = self.objects.find_blob(&entry.id, &mut buffer) {
-                let _ = rules.add(dir, blob.data);
+            if rules.add(dir, blob.data).is_err() {
+                break;
             }
         }
-        rules
+        (rules, read)
     }
 }
 
@@ -235,25 +255,45 @@ struct Scan<'a> {
     /// Ignored directories the walk still enters because HEAD tracks paths below them: their
     /// untracked entries stay ignored (git does not re-include below an excluded directory).
     ignored_dirs: HashSet<Vec<u8>>,
+    /// Matching work spent, against [`MAX_MATCHING`]; once it is spent, a diff ignores nothing
+    /// more.
+    matched: u64,
+    matching_spent: bool,
     /// The first error, which ends the walk (a visitor cannot return one).
     failure: Option<GitError>,
 }
 
 impl Scan<'_> {
-    fn ignored(&self, path: &[u8], is_dir: bool) -> bool {
+    /// Whether `path` is ignored, within [`MAX_MATCHING`]: past it a commit refuses, and a diff
+    /// ignores nothing more (it shows more, never less).
+    fn ignored(&mut self, path: &[u8], is_dir: bool) -> Result<bool, GitError> {
         let parent_ignored = path
             .iter()
             .enumerate()
             .filter(|&(_, &b)| b == b'/')
             .any(|(at, _)| self.ignored_dirs.contains(&path[..at]));
         if parent_ignored {
-            return true;
+            return Ok(true);
         }
-        self.work_rules.ignored(path, is_dir)
+        let cost = self
+            .work_rules
+            .cost(path)
+            .saturating_add(self.head_rules.as_ref().map_or(0, |rules| rules.cost(path)));
+        if self.matching_spent || self.matched.saturating_add(cost) > MAX_MATCHING {
+            return match self.ignoring {
+                Ignoring::WorkTree => Err(GitError::IgnoreTooSlow),
+                Ignoring::WorkTreeAndHead => {
+                    self.matching_spent = true;
+                    Ok(false)
+                }
+            };
+        }
+        self.matched += cost;
+        Ok(self.work_rules.ignored(path, is_dir)
             && self
                 .head_rules
                 .as_ref()
-                .is_none_or(|rules| rules.ignored(path, is_dir))
+                .is_none_or(|rules| rules.ignored(path, is_dir)))
     }
 
     fn tracked_below(&self, dir: &[u8]) -> bool {
@@ -404,7 +444,7 @@ impl Scan<'_> {
                     self.keep_head(bytes);
                     return Ok(Visit::Skip);
                 }
-                if self.ignored(bytes, true) {
+                if self.ignored(bytes, true)? {
                     if !self.tracked_below(bytes) {
                         return Ok(Visit::Skip);
                     }
@@ -414,7 +454,7 @@ impl Scan<'_> {
                 Ok(Visit::Descend)
             }
             Kind::File | Kind::Symlink => {
-                if tracked.is_none() && self.ignored(bytes, false) {
+                if tracked.is_none() && self.ignored(bytes, false)? {
                     return Ok(Visit::Skip);
                 }
                 if meta.kind == Kind::File && too_large(meta) {
@@ -454,7 +494,7 @@ impl Scan<'_> {
                 Ok(Visit::Skip)
             }
             kind => {
-                if tracked.is_some() || !self.ignored(bytes, false) {
+                if tracked.is_some() || !self.ignored(bytes, false)? {
                     self.keep_head(bytes);
                     self.skip(path, Skip::Kind(kind));
                 }
@@ -490,8 +530,12 @@ impl Visitor for Scan<'_> {
             // What HEAD tracks below it stays as it is: cordon does not read another
             // repository's work tree.
             self.keep_head_below(bytes);
-            if !self.ignored(bytes, true) {
-                self.skip(path, Skip::Repository);
+            match self.ignored(bytes, true) {
+                Ok(true) => {}
+                Ok(false) => self.skip(path, Skip::Repository),
+                Err(err) => {
+                    self.failure.get_or_insert(err);
+                }
             }
         }
     }

@@ -114,6 +114,23 @@ pub(crate) fn rel_path(out: &mut FileSink<'_>, node: &Node, key: &str) -> Option
 
 fn rel_path_text(out: &mut FileSink<'_>, at: Position, key: &str, text: &str) -> Option<RelPath> {
     match RelPath::parse(text) {
+        // A step's outputs are read by the host, which never reads inside a git directory.
+        Ok(p)
+            if matches!(key, "produces" | "artifact")
+                && p.as_str()
+                    .split('/')
+                    .any(|name| name.eq_ignore_ascii_case(".git")) =>
+        {
+            out.error(
+                at,
+                format!(
+                    "`{key}` path {} is inside a `.git` directory, which the host never reads as \
+                     output; name a file of the work tree",
+                    decode::quoted(text)
+                ),
+            );
+            None
+        }
         Ok(p) => Some(p),
         Err(err) => {
             let why = match err {
@@ -121,6 +138,9 @@ fn rel_path_text(out: &mut FileSink<'_>, at: Position, key: &str, text: &str) ->
                 RelPathError::Absolute => "must be a relative path; drop the leading `/` or `~`",
                 RelPathError::Parent => "must not leave its directory; remove the `..`",
                 RelPathError::Nul => "must not contain a NUL byte",
+                RelPathError::TooLong => {
+                    "is too long (at most 4095 bytes, 255 per component); shorten it"
+                }
             };
             out.error(at, format!("`{key}` path {} {why}", decode::quoted(text)));
             None

@@ -670,7 +670,8 @@ fn the_audit_file_of_cordon_exec_follows_the_same_bounds() {
 
 #[test]
 fn masked_secrets_are_never_committed_read_or_deleted_by_the_host() {
-    let pipeline = "name: p\nisolation:\n  hide: [secrets]\nsteps:\n  - name: build\n    command: cat .env .env.local secrets/key 2>&1; echo change > file.txt; true > .gitignore\n  - name: commit\n    action: commit\n    params: {message: change}\n";
+    // `hide` spelled as a user might (`./secrets//`): the same mask on the host as in the sandbox.
+    let pipeline = "name: p\nisolation:\n  hide: [./secrets//]\nsteps:\n  - name: build\n    command: cat .env .env.local secrets/key 2>&1; echo change > file.txt; true > .gitignore\n  - name: commit\n    action: commit\n    params: {message: change}\n";
     let f = Fixture::new(pipeline);
     // The user's secrets, untracked and (a user who forgot) not even ignored; one with a name
     // that is not UTF-8.

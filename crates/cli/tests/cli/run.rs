@@ -480,7 +480,9 @@ fn random_below(bound: u64) -> u64 {
 #[test]
 fn a_run_killed_at_random_moments_resumes_to_success_with_a_consistent_log() {
     let mut yaml = String::from("name: long\nsteps:\n");
-    for i in 0..24 {
+    // Long enough that twenty kills land before the run can finish between them.
+    const STEPS: usize = 64;
+    for i in 0..STEPS {
         yaml.push_str(&format!(
             "  - {{name: s{i}, command: 'sleep 0.03; echo {i} >> done.txt'}}\n"
         ));
@@ -546,13 +548,13 @@ fn a_run_killed_at_random_moments_resumes_to_success_with_a_consistent_log() {
             _ => {}
         }
     }
-    let expected: Vec<String> = (1..24)
+    let expected: Vec<String> = (1..STEPS)
         .map(|i| format!("s{i}"))
         .chain(["success".to_owned()])
         .collect();
     assert_eq!(route, expected, "a valid route: every step once, in order");
     let done = std::fs::read_to_string(f.ws.join("done.txt")).expect("done.txt");
-    for i in 0..24 {
+    for i in 0..STEPS {
         assert!(done.lines().any(|l| l == i.to_string()), "step {i} ran");
     }
 }

@@ -201,6 +201,78 @@ fn refs_a_step_replaced_are_refused_never_followed_or_quoted() {
 }
 
 #[test]
+fn a_chain_of_symbolic_refs_cannot_make_the_commit_write_through_a_reflog_link() {
+    // HEAD → main → other, with other's reflog (or the directory it would be created in) a link
+    // out: gitoxide would follow the chain and append to the host file.
+    for plant_dir in [false, true] {
+        let fx = Fixture::new();
+        fx.write("a.txt", "a\n");
+        fx.commit_all("base");
+        let git_dir = fx.path().join(".git");
+        let outside = fx.outside();
+        let victim = outside.join("authorized_keys");
+        std::fs::write(&victim, format!("{CANARY}\n")).unwrap();
+        git(fx.path(), &["update-ref", "refs/heads/other", "HEAD"]);
+        std::fs::write(git_dir.join("refs/heads/main"), "ref: refs/heads/other\n").unwrap();
+        let logs = git_dir.join("logs/refs/heads");
+        std::fs::create_dir_all(&logs).unwrap();
+        if plant_dir {
+            std::fs::remove_dir_all(&logs).unwrap();
+            std::os::unix::fs::symlink(&outside, &logs).unwrap();
+        } else {
+            let _ = std::fs::remove_file(logs.join("other"));
+            std::os::unix::fs::symlink(&victim, logs.join("other")).unwrap();
+        }
+        fx.write("a.txt", "b\n");
+        let err = fx
+            .guarded(writable())
+            .commit(
+                &fx.view(),
+                "c",
+                "Cordon-Run: t",
+                &[],
+                &mut StatCache::default(),
+            )
+            .expect_err("the chain was followed");
+        assert!(!err.to_string().contains("canary"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            format!("{CANARY}\n"),
+            "the host file was written"
+        );
+        let mut names: Vec<_> = std::fs::read_dir(&outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["authorized_keys"], "a file was created outside");
+        // Control: HEAD naming the branch directly commits, and its reflog is written in place.
+        std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/other\n").unwrap();
+        if plant_dir {
+            std::fs::remove_file(&logs).unwrap();
+        } else {
+            std::fs::remove_file(logs.join("other")).unwrap();
+        }
+        let committed = fx
+            .guarded(writable())
+            .commit(
+                &fx.view(),
+                "c",
+                "Cordon-Run: t",
+                &[],
+                &mut StatCache::default(),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(git_out(fx.path(), &["rev-parse", "other"]), committed.sha);
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            format!("{CANARY}\n")
+        );
+    }
+}
+
+#[test]
 fn packed_refs_are_read_by_cordon_and_resolve_like_gits() {
     let fx = Fixture::new();
     fx.write("a.txt", "a\n");
@@ -400,6 +472,152 @@ fn ignore_rules_past_the_budget_refuse_the_commit_and_widen_the_diff() {
         .unwrap()
         .unwrap();
     assert!(committed.files.iter().all(|f| !f.ends_with("ignored.txt")));
+}
+
+#[test]
+fn ignore_matching_past_its_budget_refuses_the_commit_and_widens_the_diff() {
+    let fx = Fixture::new();
+    // 10,000 wildcard rules (within the rule budgets) and 500 new files of 250-byte names:
+    // matching them all would pass the work cordon's git spends on ignore rules.
+    let mut rules: String = (0..9_999).map(|i| format!("q{i}*\n")).collect();
+    rules.push_str("zz-*.log\n");
+    fx.write(".gitignore", &rules);
+    fx.commit_all("base");
+    for i in 0..500 {
+        fx.write(&format!("a{i:03}{}", "n".repeat(246)), "x\n");
+    }
+    fx.write("zz-ignored.log", "x\n");
+    let repo = fx.repo();
+    match repo.commit(
+        &fx.view(),
+        "c",
+        "Cordon-Run: t",
+        &[],
+        &mut StatCache::default(),
+    ) {
+        Err(err @ GitError::IgnoreTooSlow) => {
+            assert!(err.to_string().contains("wildcards"), "{err}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The diff shows more, never less: past the budget nothing more is ignored.
+    let diff = repo
+        .diff(
+            &fx.view(),
+            &mut StatCache::default(),
+            PatchLimits::default(),
+        )
+        .unwrap();
+    assert!(changed_paths(&diff).contains(&"zz-ignored.log".to_owned()));
+    // Control: the same tree under ordinary rules commits, honouring them.
+    fx.write(".gitignore", "zz-*.log\n");
+    let committed = repo
+        .commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        committed.files.len(),
+        501,
+        "the rule file and the new files"
+    );
+    assert!(!committed.files.iter().any(|f| f == "zz-ignored.log"));
+}
+
+#[test]
+fn rule_blobs_in_head_are_read_only_within_the_budget() {
+    let snapshot_of = |fx: &Fixture| {
+        let repo = fx.repo();
+        let head = repo.head_flat().unwrap();
+        repo.snapshot(
+            &fx.view(),
+            &head,
+            Ignoring::WorkTreeAndHead,
+            &mut StatCache::default(),
+        )
+        .unwrap()
+    };
+    // One `.gitignore` blob past the per-file budget, committed in twenty directories: never
+    // inflated.
+    let fx = Fixture::new();
+    let big = "#".repeat(cordon_git::MAX_RULES + 1);
+    for dir in 0..20 {
+        fx.write(&format!("d{dir}/.gitignore"), &big);
+    }
+    fx.commit_all("base");
+    assert_eq!(snapshot_of(&fx).head_rules_read, 0);
+    // Twenty distinct files within the per-file budget: read until the total budget is spent.
+    let fx = Fixture::new();
+    for dir in 0..20 {
+        fx.write(
+            &format!("d{dir:02}/.gitignore"),
+            &format!("{dir}{}", "#".repeat(200 << 10)),
+        );
+    }
+    fx.commit_all("base");
+    let read = snapshot_of(&fx).head_rules_read;
+    assert!(read > cordon_git::MAX_RULE_BYTES as u64 / 2, "{read}");
+    assert!(
+        read <= (cordon_git::MAX_RULE_BYTES + cordon_git::MAX_RULES) as u64,
+        "{read}"
+    );
+    // Control: an ordinary rule file is read whole.
+    let fx = Fixture::new();
+    fx.write("src/.gitignore", "*.tmp\n");
+    fx.commit_all("base");
+    assert_eq!(snapshot_of(&fx).head_rules_read, 6);
+}
+
+#[test]
+fn a_head_commit_past_a_megabyte_is_refused_before_it_is_read() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    let message = fx.outside().join("message");
+    std::fs::write(&message, "m".repeat(2 << 20)).unwrap();
+    git(fx.path(), &["add", "-A"]);
+    git(
+        fx.path(),
+        &["commit", "-q", "-F", message.to_str().unwrap()],
+    );
+    fx.write("a.txt", "b\n");
+    let repo = fx.repo();
+    let err = repo
+        .commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut StatCache::default(),
+        )
+        .expect_err("a commit of 2 MiB was read");
+    assert!(err.to_string().contains("more than the 1048576"), "{err}");
+    let err = repo
+        .diff(
+            &fx.view(),
+            &mut StatCache::default(),
+            PatchLimits::default(),
+        )
+        .expect_err("a commit of 2 MiB was read");
+    assert!(err.to_string().contains("amend it"), "{err}");
+    // Control: after an ordinary commit on top, both work.
+    git(fx.path(), &["commit", "-qam", "ordinary"]);
+    fx.write("a.txt", "c\n");
+    assert!(
+        repo.commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut StatCache::default()
+        )
+        .unwrap()
+        .is_some()
+    );
 }
 
 #[test]

@@ -310,7 +310,12 @@ fn unchanged_files_are_not_read_again() {
         .unwrap();
     assert_eq!(after_chmod.read, 8);
     let uncached = repo
-        .snapshot(&fx.view(), &head, Ignoring::WorkTreeAndHead, &mut StatCache::default())
+        .snapshot(
+            &fx.view(),
+            &head,
+            Ignoring::WorkTreeAndHead,
+            &mut StatCache::default(),
+        )
         .unwrap();
     assert_eq!(uncached.read, 8);
     assert_eq!(uncached.flat(), first.flat());

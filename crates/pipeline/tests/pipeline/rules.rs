@@ -266,7 +266,7 @@ fn paths_stay_inside_their_directory() {
     check(
         "paths",
         &format!(
-            "name: x\n{LLM}agents_dir: /abs\ncontext_files: [README.md, ../secret, README.md]\nsteps:\n  - {{name: a, agent: dev, artifact: /tmp/review.md, produces: [out/../../x]}}\n"
+            "name: x\n{LLM}agents_dir: /abs\ncontext_files: [README.md, ../secret, README.md]\nsteps:\n  - {{name: a, agent: dev, artifact: /tmp/review.md, produces: [out/../../x]}}\n  - {{name: b, command: make, produces: [./out//a/, out/a, .git/hooks/pre-commit, a/.GIT/x]}}\n  - {{name: c, agent: dev, artifact: .git/review.md}}\n"
         ),
     );
 }
