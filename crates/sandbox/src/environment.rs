@@ -21,14 +21,43 @@ pub const LANE_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOC
 /// The placeholder API key a model-lane step sees; the lane swaps in the real key host-side.
 pub const LANE_DUMMY_KEY: &str = "cordon-lane-dummy";
 
-/// Host variables copied into the sandbox when set: harmless and needed for sane output.
-const COPIED_FROM_HOST: [&str; 2] = ["LANG", "TERM"];
+/// Host variables copied into the sandbox when set: harmless and needed for sane output — the
+/// locale (`LANG` and glibc's `LC_*` categories), the terminal and the time zone.
+const COPIED_FROM_HOST: [&str; 16] = [
+    "LANG",
+    "TERM",
+    "TZ",
+    "LC_ALL",
+    "LC_ADDRESS",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LC_IDENTIFICATION",
+    "LC_MEASUREMENT",
+    "LC_MESSAGES",
+    "LC_MONETARY",
+    "LC_NAME",
+    "LC_NUMERIC",
+    "LC_PAPER",
+    "LC_TELEPHONE",
+    "LC_TIME",
+];
+
+/// Where Python keeps bytecode inside a sandbox: below the session's `/tmp`, a fresh directory
+/// per command (`PYTHONPYCACHEPREFIX`), so no `__pycache__` lands in the workspace (or a commit)
+/// and no command runs bytecode an earlier one compiled from a file since rewritten within the
+/// same second and size.
+pub const PYCACHE_DIR: &str = "/tmp/.cordon-pycache";
 
 /// Everything the sandbox environment is made of.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EnvInput {
-    /// The host's environment (`std::env::vars_os()`); only `LANG` and `TERM` are read from it.
+    /// The host's environment (`std::env::vars_os()`); only the locale, `TERM` and `TZ` are read
+    /// from it.
     pub host: Vec<(OsString, OsString)>,
+    /// The sandbox's uid: `XDG_RUNTIME_DIR` is `/run/user/<uid>`.
+    pub uid: u32,
+    /// The command's number in its session, for its fresh `PYTHONPYCACHEPREFIX`.
+    pub exec: u64,
     /// The invoking user's home path (a fresh tmpfs inside the sandbox).
     pub home: PathBuf,
     /// The invoking user's name, for `USER` and `LOGNAME`.
@@ -52,6 +81,11 @@ pub fn build(input: &EnvInput) -> Vec<(OsString, OsString)> {
     set("HOME", input.home.clone().into_os_string());
     set("USER", input.user.clone());
     set("LOGNAME", input.user.clone());
+    set("XDG_RUNTIME_DIR", runtime_dir(input.uid).into_os_string());
+    set(
+        "PYTHONPYCACHEPREFIX",
+        format!("{PYCACHE_DIR}/{}", input.exec).into(),
+    );
     for (key, value) in &input.host {
         if let Some(name) = COPIED_FROM_HOST.iter().find(|name| OsStr::new(name) == key) {
             set(name, value.clone());
@@ -83,6 +117,11 @@ pub fn build(input: &EnvInput) -> Vec<(OsString, OsString)> {
         env.insert(key.clone(), value.clone());
     }
     env.into_iter().collect()
+}
+
+/// The session's runtime directory, `/run/user/<uid>` (`XDG_RUNTIME_DIR`).
+pub fn runtime_dir(uid: u32) -> PathBuf {
+    PathBuf::from(format!("/run/user/{uid}"))
 }
 
 /// A `KEY=VALUE` assignment that was not one.

@@ -241,6 +241,7 @@ pub(crate) fn gather(
         protect,
         masks,
         home: identity.home.clone(),
+        runtime_dir: crate::environment::runtime_dir(identity.uid),
         passwd: identity.passwd(),
         group: identity.group_file(),
         tmp_size: config.tmp_size,
@@ -251,8 +252,18 @@ pub(crate) fn gather(
         PathBuf::from("/tmp"),
         PathBuf::from("/dev/shm"),
     ];
-    if !identity.home.starts_with(&workspace_path) && identity.home.parent().is_some() {
-        read_write.push(identity.home.clone());
+    // Each writable directory of the shared tmpfs that the plan mounts (one inside the workspace
+    // is the workspace's).
+    for step in &plan.steps {
+        if let mounts::Step::SharedTmp {
+            home,
+            var_tmp,
+            runtime,
+            ..
+        } = step
+        {
+            read_write.extend([home, var_tmp, runtime].into_iter().flatten().cloned());
+        }
     }
     // With mutations allowed, git directories outside the workspace (a worktree's, and any
     // submodule's there) are writable through Landlock too; the mount plan keeps their protected

@@ -159,6 +159,10 @@ fn serve(control: &OwnedFd, children: &OwnedFd) -> io::Result<()> {
                 // The host closed the socket or died: end the session.
                 None => return Ok(()),
                 Some((ToInit::Exec(spec), fds)) => {
+                    // Each command compiles its own bytecode (its `PYTHONPYCACHEPREFIX` is fresh):
+                    // the earlier commands' is removed so it does not fill the session's `/tmp`.
+                    // `remove_dir_all` removes a link planted there, never what it points to.
+                    let _ = std::fs::remove_dir_all(crate::environment::PYCACHE_DIR);
                     let reply = start(&spec, &fds)?;
                     match reply {
                         Ok(pid) => running = Some(pid),

@@ -21,6 +21,10 @@ pub const SYSTEM_DIRS: [&str; 9] = [
 ];
 
 /// The device nodes bound from the host's `/dev`.
+/// The sandbox's own `/var/tmp` (in the shared tmpfs: programs that keep big temporaries there
+/// rather than in `/tmp` find it, and it is counted in `tmp_size`).
+pub const VAR_TMP: &str = "/var/tmp";
+
 pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Whether a mount may be written through.
@@ -85,12 +89,15 @@ pub enum Step {
         mode: u32,
         size: Option<u64>,
     },
-    /// One size-capped tmpfs shared by `/tmp`, `/dev/shm` and `HOME` (when it gets one), so
-    /// together they stay in `tmp_size`.
+    /// One size-capped tmpfs shared by `/tmp`, `/dev/shm`, `/var/tmp`, the runtime directory
+    /// `/run/user/<uid>` and `HOME` (each when it gets one), so together they stay in
+    /// `tmp_size`.
     SharedTmp {
         tmp: PathBuf,
         shm: PathBuf,
         home: Option<PathBuf>,
+        var_tmp: Option<PathBuf>,
+        runtime: Option<PathBuf>,
         size: u64,
     },
     /// A fresh procfs of the session's PID namespace.
@@ -186,6 +193,8 @@ pub struct Layout {
     /// visible in the sandbox need a mount.
     pub masks: Vec<(PathBuf, Kind)>,
     pub home: PathBuf,
+    /// `/run/user/<uid>` of the sandbox's uid (`XDG_RUNTIME_DIR`).
+    pub runtime_dir: PathBuf,
     pub passwd: String,
     pub group: String,
     pub tmp_size: u64,
@@ -247,15 +256,19 @@ pub fn plan(layout: &Layout) -> MountPlan {
             points_to: points_to.into(),
         });
     }
-    // HOME comes out of the same tmpfs as /tmp (one cap for all), unless it is `/` or the
-    // workspace (or lies in it): covering the workspace would hide it.
-    let home = &layout.home;
-    let home = (home.parent().is_some() && !home.starts_with(&layout.workspace.path))
-        .then(|| home.clone());
+    // HOME, /var/tmp and the runtime directory come out of the same tmpfs as /tmp (one cap for
+    // all), unless one is `/` or lies in the workspace: the workspace is mounted after them and
+    // would cover them (and the sandbox's writes there are the workspace's anyway).
+    let own = |path: &Path| {
+        (path.parent().is_some() && !path.starts_with(&layout.workspace.path))
+            .then(|| path.to_path_buf())
+    };
     steps.push(Step::SharedTmp {
         tmp: "/tmp".into(),
         shm: "/dev/shm".into(),
-        home,
+        home: own(&layout.home),
+        var_tmp: own(Path::new(VAR_TMP)),
+        runtime: own(&layout.runtime_dir),
         size: layout.tmp_size,
     });
     steps.push(Step::Proc {

@@ -62,6 +62,8 @@ pub struct Session {
     workspace: PathBuf,
     identity: Identity,
     env: EnvInput,
+    /// Commands run so far (each gets its own bytecode directory).
+    execs: u64,
     /// The session's cgroup, when caps were requested.
     cgroup: Option<Cgroup>,
     /// Whether init has reported the root built (see `Starting::open_without_waiting`).
@@ -144,7 +146,9 @@ impl Session {
                 reason: "arguments and variables cannot contain NUL bytes",
             });
         }
+        self.execs += 1;
         let mut input = self.env.clone();
+        input.exec = self.execs;
         input.declared = request
             .env
             .iter()

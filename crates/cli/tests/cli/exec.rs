@@ -202,17 +202,24 @@ fn stdin_passes_through() {
 #[test]
 fn environment_is_scrubbed_to_the_declared_variables() {
     let ws = workspace();
-    let out = cordon()
+    let mut command = cordon();
+    command
         .arg("exec")
         .arg("-w")
         .arg(ws.path())
         .args(["-e", "DECLARED=yes", "--", "env"])
         .env("AWS_SECRET_ACCESS_KEY", "host-secret")
         .env("LD_PRELOAD", "/host/lib.so")
+        .env("XDG_RUNTIME_DIR", "/run/user/0")
         .env("LANG", "C.UTF-8")
-        .env_remove("TERM")
-        .output()
-        .expect("run cordon exec");
+        .env("TZ", "Europe/Berlin")
+        .env_remove("TERM");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("LC_") {
+            command.env_remove(name);
+        }
+    }
+    let out = command.output().expect("run cordon exec");
     let env = text(&out.stdout);
     let mut names: Vec<&str> = env
         .lines()
@@ -221,13 +228,25 @@ fn environment_is_scrubbed_to_the_declared_variables() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["DECLARED", "HOME", "LANG", "LOGNAME", "PATH", "USER"],
+        [
+            "DECLARED",
+            "HOME",
+            "LANG",
+            "LOGNAME",
+            "PATH",
+            "PYTHONPYCACHEPREFIX",
+            "TZ",
+            "USER",
+            "XDG_RUNTIME_DIR"
+        ],
         "{env}"
     );
     assert!(
         !env.contains("host-secret")
+            && !env.contains("/run/user/0")
             && env.contains("DECLARED=yes\n")
             && env.contains("LANG=C.UTF-8\n")
+            && env.contains("TZ=Europe/Berlin\n")
     );
 }
 

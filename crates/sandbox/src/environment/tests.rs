@@ -15,6 +15,8 @@ fn input(host: &[(&str, &str)], declared: &[(&str, &str)]) -> EnvInput {
         host: pairs(host),
         home: "/home/ada".into(),
         user: "ada".into(),
+        uid: 1000,
+        exec: 3,
         proxy: None,
         model_lane: None,
         declared: pairs(declared),
@@ -26,30 +28,43 @@ fn check(input: EnvInput, expected: &[(&str, &str)]) {
     assert_eq!(build(&input), pairs(expected));
 }
 
-const BASE: [(&str, &str); 4] = [
+const BASE: [(&str, &str); 6] = [
     ("HOME", "/home/ada"),
     ("LOGNAME", "ada"),
     (
         "PATH",
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     ),
+    ("PYTHONPYCACHEPREFIX", "/tmp/.cordon-pycache/3"),
     ("USER", "ada"),
+    ("XDG_RUNTIME_DIR", "/run/user/1000"),
 ];
 
 #[test]
-fn host_environment_is_not_inherited_except_lang_and_term() {
+fn host_environment_is_not_inherited_except_the_locale_terminal_and_time_zone() {
     let host = [
         ("AWS_SECRET_ACCESS_KEY", "hunter2hunter2"),
         ("SSH_AUTH_SOCK", "/run/user/1000/ssh"),
         ("LD_PRELOAD", "/tmp/evil.so"),
         ("PATH", "/home/ada/bin:/usr/bin"),
         ("HOME", "/root"),
+        ("XDG_RUNTIME_DIR", "/run/user/0"),
+        ("PYTHONPYCACHEPREFIX", "/home/ada/.pyc"),
         ("LANG", "C.UTF-8"),
         ("TERM", "xterm-256color"),
         ("LC_ALL", "C"),
+        ("LC_TIME", "en_GB.UTF-8"),
+        ("LC_SECRET", "not-a-category"),
+        ("TZ", "Europe/Berlin"),
     ];
     let mut expected = BASE.to_vec();
-    expected.extend([("LANG", "C.UTF-8"), ("TERM", "xterm-256color")]);
+    expected.extend([
+        ("LANG", "C.UTF-8"),
+        ("TERM", "xterm-256color"),
+        ("LC_ALL", "C"),
+        ("LC_TIME", "en_GB.UTF-8"),
+        ("TZ", "Europe/Berlin"),
+    ]);
     expected.sort();
     check(input(&host, &[]), &expected);
 }
@@ -75,7 +90,9 @@ fn proxy_variables_appear_only_with_a_proxy() {
             ("LOGNAME", "ada"),
             ("NO_PROXY", no_proxy),
             ("PATH", BASE[2].1),
+            ("PYTHONPYCACHEPREFIX", BASE[3].1),
             ("USER", "ada"),
+            ("XDG_RUNTIME_DIR", BASE[5].1),
             ("all_proxy", proxy),
             ("http_proxy", proxy),
             ("https_proxy", proxy),
@@ -98,7 +115,9 @@ fn model_lane_variables_point_at_the_lane_with_a_dummy_key() {
             ("OPENAI_API_KEY", "cordon-lane-dummy"),
             ("OPENAI_BASE_URL", "http://127.0.0.1:3129/v1"),
             ("PATH", BASE[2].1),
+            ("PYTHONPYCACHEPREFIX", BASE[3].1),
             ("USER", "ada"),
+            ("XDG_RUNTIME_DIR", BASE[5].1),
         ],
     );
 }
@@ -112,6 +131,7 @@ fn declared_variables_are_added_and_override_defaults() {
                 ("PATH", "/opt/bin:/usr/bin"),
                 ("GH_TOKEN", "secret-value"),
                 ("LANG", "de_DE.UTF-8"),
+                ("PYTHONPYCACHEPREFIX", "/tmp/mine"),
             ],
         ),
         &[
@@ -120,7 +140,9 @@ fn declared_variables_are_added_and_override_defaults() {
             ("LANG", "de_DE.UTF-8"),
             ("LOGNAME", "ada"),
             ("PATH", "/opt/bin:/usr/bin"),
+            ("PYTHONPYCACHEPREFIX", "/tmp/mine"),
             ("USER", "ada"),
+            ("XDG_RUNTIME_DIR", BASE[5].1),
         ],
     );
 }

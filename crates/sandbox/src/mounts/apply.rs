@@ -133,10 +133,13 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
             tmp,
             shm,
             home,
+            var_tmp,
+            runtime,
             size,
         } => {
             // One tmpfs, directories bound out of it; the tmpfs itself is detached with the
-            // scratch space: /tmp, /dev/shm and HOME share one size cap.
+            // scratch space: /tmp, /dev/shm, /var/tmp, the runtime directory and HOME share one
+            // size cap.
             let shared = Path::new(SCRATCH).join("tmp");
             mkdir(&shared, 0o700)?;
             let data = format!("mode=0755,size={size}");
@@ -151,6 +154,12 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
             let mut dirs = vec![("tmp", tmp, 0o1777), ("shm", shm, 0o1777)];
             if let Some(home) = home {
                 dirs.push(("home", home, 0o700));
+            }
+            if let Some(var_tmp) = var_tmp {
+                dirs.push(("var-tmp", var_tmp, 0o1777));
+            }
+            if let Some(runtime) = runtime {
+                dirs.push(("runtime", runtime, 0o700));
             }
             for (name, target, mode) in dirs {
                 let dir = shared.join(name);

@@ -39,15 +39,19 @@ fn describe(step: &Step) -> String {
             tmp,
             shm,
             home,
+            var_tmp,
+            runtime,
             size,
         } => {
-            let home = home
-                .as_ref()
-                .map_or("-".into(), |h| h.display().to_string());
+            let shown =
+                |p: &Option<PathBuf>| p.as_ref().map_or("-".into(), |p| p.display().to_string());
             format!(
-                "sharedtmp {} {} {home} {size}",
+                "sharedtmp {} {} {} {} {} {size}",
                 tmp.display(),
-                shm.display()
+                shm.display(),
+                shown(home),
+                shown(var_tmp),
+                shown(runtime),
             )
         }
         Step::Proc { target } => format!("proc {}", target.display()),
@@ -107,6 +111,7 @@ fn layout() -> Layout {
         protect: Vec::new(),
         masks: Vec::new(),
         home: "/root".into(),
+        runtime_dir: "/run/user/1000".into(),
         passwd: "a\nb\n".into(),
         group: "a\nb\n".into(),
         tmp_size: 1000,
@@ -122,7 +127,7 @@ fn check(layout: Layout, expected_extra: &[&str]) {
     expected.extend(BASE.iter().map(|s| s.to_string()));
     expected.extend([
         "symlink /dev/stderr -> /proc/self/fd/2".to_string(),
-        "sharedtmp /tmp /dev/shm /root 1000".to_string(),
+        "sharedtmp /tmp /dev/shm /root /var/tmp /run/user/1000 1000".to_string(),
     ]);
     expected.push("bind rw fd0 /work/ws Dir".into());
     expected.extend(expected_extra.iter().map(|s| s.to_string()));
@@ -364,6 +369,32 @@ fn home_inside_the_workspace_gets_no_tmpfs_over_it() {
             .any(|s| s.starts_with("tmpfs /work/ws") || s.contains("/dev/shm /work/ws")),
         "{steps:#?}"
     );
+}
+
+#[test]
+fn var_tmp_and_the_runtime_directory_come_from_the_shared_tmpfs_unless_in_the_workspace() {
+    let shared = |l: &Layout| {
+        plan(l)
+            .steps
+            .iter()
+            .map(describe)
+            .find(|s| s.starts_with("sharedtmp"))
+            .expect("a shared tmpfs")
+    };
+    assert_eq!(
+        shared(&layout()),
+        "sharedtmp /tmp /dev/shm /root /var/tmp /run/user/1000 1000"
+    );
+    // A workspace at `/var` or `/run` holds them (it is mounted after the tmpfs and covers it).
+    let mut l = layout();
+    l.workspace.path = "/var".into();
+    assert_eq!(
+        shared(&l),
+        "sharedtmp /tmp /dev/shm /root - /run/user/1000 1000"
+    );
+    let mut l = layout();
+    l.workspace.path = "/run".into();
+    assert_eq!(shared(&l), "sharedtmp /tmp /dev/shm /root /var/tmp - 1000");
 }
 
 #[test]

@@ -244,8 +244,10 @@ fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, Sandbox
         env: EnvInput {
             home: identity.home.clone(),
             user: OsString::from(&identity.name),
+            uid: identity.uid,
             ..EnvInput::default()
         },
+        execs: 0,
         identity,
         cgroup: None,
         // Not handed out before `open_without_waiting` has sent the setup and made it pending.

@@ -20,7 +20,8 @@ fn root_holds_only_system_dirs_and_session_mounts() {
     let listing = stdout(&sh(&mut session, "ls -A /"));
     let seen: BTreeSet<&str> = listing.lines().collect();
     let mut allowed: BTreeSet<String> = [
-        "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "dev", "proc", "tmp",
+        "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "dev", "proc",
+        "tmp", "var", "run",
     ]
     .map(String::from)
     .into();
@@ -35,8 +36,95 @@ fn root_holds_only_system_dirs_and_session_mounts() {
     for needed in ["usr", "etc", "dev", "proc", "tmp"] {
         assert!(seen.contains(needed), "/{needed} is missing: {seen:?}");
     }
+    // `/var` and `/run` hold only the session's own directories.
+    let own = stdout(&sh(&mut session, "ls -A /var /run /run/user"));
+    assert_eq!(
+        own,
+        format!(
+            "/run:\nuser\n\n/run/user:\n{}\n\n/var:\ntmp\n",
+            session.identity().uid
+        )
+    );
     // Control: the host has what the sandbox must not show.
-    assert!(Path::new("/var").is_dir() && !seen.contains("var"));
+    assert!(Path::new("/var/lib").is_dir());
+}
+
+#[test]
+fn var_tmp_and_the_runtime_directory_are_private_and_counted_in_the_tmp_cap() {
+    let ws = workspace();
+    let mut config = config(ws.path());
+    config.tmp_size = 8 << 20;
+    let mut session = cordon_sandbox::Session::open(config).expect("open a session");
+    let name = format!("cordon-var-tmp-{}", unique());
+    let script = format!(
+        "set -e; f=$(mktemp -p /var/tmp); echo made $f; touch /var/tmp/{name}; \
+         test \"$XDG_RUNTIME_DIR\" = /run/user/$(id -u); stat -c 'runtime %a %u' \"$XDG_RUNTIME_DIR\"; \
+         touch \"$XDG_RUNTIME_DIR/sock\"; \
+         if dd if=/dev/zero of=/var/tmp/big bs=1M count=16 2>/dev/null; then echo fits; else echo capped; fi"
+    );
+    let out = sh(&mut session, &script);
+    let text = stdout(&out);
+    assert_eq!(out.status, cordon_sandbox::ExitStatus::Code(0), "{out:?}");
+    assert!(text.contains("made /var/tmp/tmp."), "{text}");
+    assert!(
+        text.contains(&format!("runtime 700 {}", session.identity().uid)),
+        "{text}"
+    );
+    assert!(
+        text.contains("capped"),
+        "/var/tmp is not in the cap: {text}"
+    );
+    // Judged on the host: nothing reached its /var/tmp, which exists there.
+    assert!(Path::new("/var/tmp").is_dir());
+    assert!(!Path::new("/var/tmp").join(&name).exists());
+}
+
+#[test]
+fn python_bytecode_never_lands_in_the_workspace_and_a_rewrite_is_never_stale() {
+    let Some(python) = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        panic!("no system python3 (install python3, or list this test in CORDON_TEST_MISSING)")
+    };
+    let ws = workspace();
+    // The same size and the same mtime before and after the rewrite: what `__pycache__` trusts.
+    let rewrite = "import os; st = os.stat('m.py'); open('m.py', 'w').write('X = 2\\n'); \
+                   os.utime('m.py', ns=(st.st_atime_ns, st.st_mtime_ns))";
+    let script = |python: &str| {
+        format!(
+            "cd {ws} && printf 'X = 1\\n' > m.py && {python} -c 'import m; print(m.X)' && \
+             {python} -c \"{rewrite}\" && {python} -c 'import m; print(m.X)'",
+            ws = ws.path().display()
+        )
+    };
+    // Control, bare on the host: the second import runs the stale bytecode.
+    let bare_ws = workspace();
+    let bare = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script(python).replace(
+            &ws.path().display().to_string(),
+            &bare_ws.path().display().to_string(),
+        ))
+        .env_remove("PYTHONPYCACHEPREFIX")
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .output()
+        .expect("run python on the host");
+    assert_eq!(String::from_utf8_lossy(&bare.stdout), "1\n1\n", "{bare:?}");
+    assert!(bare_ws.path().join("__pycache__").is_dir());
+    // In a session: each command compiles afresh, and nothing lands in the workspace.
+    let mut session = open(ws.path());
+    let mut out = String::new();
+    for part in script(python).split(" && ").skip(1) {
+        let step = sh(
+            &mut session,
+            &format!("cd {} && {part}", ws.path().display()),
+        );
+        assert_eq!(step.status, cordon_sandbox::ExitStatus::Code(0), "{step:?}");
+        out.push_str(&stdout(&step));
+    }
+    assert_eq!(out, "1\n2\n");
+    assert!(!ws.path().join("__pycache__").exists());
 }
 
 #[test]
