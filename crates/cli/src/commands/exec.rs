@@ -1,7 +1,9 @@
 //! `cordon exec`: run one command in a fresh sandbox session, passing its stdin, stdout, stderr
 //! and exit status through. With `--allow` (an allowlist) or `--net open` the session gets its own
 //! egress proxy at `127.0.0.1:3128` inside its network namespace, under the same policy options
-//! as `cordon proxy` (`--deny`, `--resolve`, `--allow-private`, `--policy`, `--audit`). cordon's own messages go to stderr prefixed `cordon: `; it never
+//! as `cordon proxy` (`--deny`, `--resolve`, `--allow-private`, `--policy`, `--audit`); after the
+//! command each refused destination is named on stderr with its fix. cordon's own messages go to
+//! stderr prefixed `cordon: `; it never
 //! writes to stdout itself. Exit codes (DESIGN Appendix A): the command's own status; 124 timeout;
 //! 125 cordon failed or refused (nothing ran, e.g. a requested cap cannot be enforced); 126 not
 //! executable; 127 not found; 128+N signal N (137 also for an OOM kill, with a message).
@@ -11,6 +13,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cordon_egress::Mode;
@@ -20,6 +23,8 @@ use cordon_sandbox::{
     ExecRequest, ExitStatus, InitProgram, InitStart, Network, Session, SessionConfig, Starting,
     Stdin, Stream, Workspace,
 };
+
+mod refusals;
 
 /// Exit status for usage errors and refusals: nothing ran.
 pub const USAGE_EXIT: u8 = 125;
@@ -230,7 +235,14 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     let audit =
         super::proxy::audit_sink(args.audit.as_deref(), cordon_egress::proxy::SESSION_RECORDS)
             .map_err(|p| anyhow::anyhow!("{p}"))?;
-    let egress = mode.map(|_| (built, audit));
+    // Every refused destination is also remembered, for the lines printed after the command.
+    let refusals = Arc::new(refusals::Refusals::new(audit));
+    let egress = mode.map(|_| {
+        (
+            built,
+            refusals.clone() as Arc<dyn cordon_egress::proxy::AuditSink>,
+        )
+    });
     config.caps = caps;
     config.init_start = InitStart::InProcessWhenSingleThreaded;
     let egress = egress
@@ -279,6 +291,9 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     session.close_for_exit();
     if let Some(proxy) = proxy {
         proxy.stop();
+        for line in refusals.lines() {
+            eprintln!("{line}");
+        }
     }
 
     let program = &args.command[0];

@@ -63,6 +63,58 @@ fn exec_reaches_an_allowed_name_through_its_proxy_and_nothing_else() {
 }
 
 #[test]
+fn exec_names_each_refused_destination_with_the_fix_after_the_command() {
+    let port = upstream();
+    let (out, _dir) = exec(
+        &[
+            &format!("--allow=allowed.test:{port}"),
+            "--resolve=allowed.test=127.0.0.1",
+            "--resolve=other.test=127.0.0.1",
+            "--allow-private=127.0.0.0/8",
+        ],
+        &format!(
+            "curl -sS http://allowed.test:{port}/ >/dev/null; \
+             for i in 1 2 3; do curl -sS http://other.test:{port}/ >/dev/null; done; \
+             curl -sS http://192.0.2.7:81/ >/dev/null; echo done"
+        ),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The command's own output first; then one line per distinct refusal, none for the allowed.
+    assert!(text(&out.stdout).ends_with("done\n"));
+    let refused: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cordon: refused "))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            format!(
+                "cordon: refused other.test:{port} (not_allowed): allow it with `--allow other.test:{port}`"
+            ),
+            "cordon: refused 192.0.2.7:81 (ip_literal): allow the address with `--allow ip:192.0.2.7:81`"
+                .to_owned(),
+        ],
+        "{stderr}"
+    );
+    // Control: a command that is refused nothing gets no such line.
+    let (out, _dir) = exec(
+        &[
+            &format!("--allow=allowed.test:{port}"),
+            "--resolve=allowed.test=127.0.0.1",
+            "--allow-private=127.0.0.0/8",
+        ],
+        &format!("curl -sS http://allowed.test:{port}/ >/dev/null"),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !text(&out.stderr).contains("refused"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn exec_audit_writes_a_line_per_decision_and_close() {
     let port = upstream();
     let dir = tempfile::tempdir().expect("tempdir");
