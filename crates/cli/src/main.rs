@@ -47,6 +47,8 @@ enum Command {
     Proxy(commands::proxy::Args),
     /// Print each step's effective egress: allow/deny, grants, the operator deny, OPEN steps.
     Policy(commands::policy::Args),
+    /// Suggest the network: block a step needs, from a run or an audit file (`egress suggest`).
+    Egress(commands::egress::Args),
 }
 
 /// `cordon exec` parsed on its own: the same `exec` definition (and the same program name,
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Ui(args) => commands::ui::run(args),
         Command::Policy(args) => commands::policy::run(args),
+        Command::Egress(args) => commands::egress::run(args),
     })
 }
 

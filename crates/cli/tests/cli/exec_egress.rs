@@ -284,3 +284,49 @@ fn an_audit_file_that_cannot_be_written_is_an_error_also_without_egress() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(std::fs::read_to_string(&fine).expect("the audit file"), "");
 }
+
+#[test]
+fn egress_suggest_reads_an_audit_file_and_refuses_one_that_is_not() {
+    let port = upstream();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.jsonl");
+    let (out, _ws) = exec(
+        &[
+            "--net=open",
+            "--resolve=open.test=127.0.0.1",
+            "--allow-private=127.0.0.0/8",
+            &format!("--audit={}", audit.display()),
+        ],
+        // The IP literal is refused (`ip_literal`), which no allow pattern of a name lifts.
+        &format!(
+            "curl -sS http://open.test:{port}/ >/dev/null; curl -sS http://127.0.0.1:{port}/ >/dev/null; true"
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = cordon()
+        .args(["egress", "suggest", "--audit"])
+        .arg(&audit)
+        .output()
+        .expect("cordon egress suggest");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("# exec: "), "{stdout}");
+    assert!(
+        stdout.ends_with(&format!("network:\n  allow:\n    - \"open.test:{port}\"\n")),
+        "{stdout}"
+    );
+    // A file that holds no records: exit 2, naming what to pass.
+    let junk = dir.path().join("junk.txt");
+    std::fs::write(&junk, "not json\n").expect("write");
+    let out = cordon()
+        .args(["egress", "suggest", "--audit"])
+        .arg(&junk)
+        .output()
+        .expect("cordon egress suggest");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("holds no egress records; pass the file `--audit` wrote"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -296,3 +296,43 @@ steps:
         "{result}"
     );
 }
+
+#[test]
+fn egress_suggest_prints_the_allow_block_for_what_a_step_was_refused() {
+    let port = upstream();
+    let f = Fixture::new(&pipeline(port));
+    let policy = policy(f.dir.path());
+    let out = f.run(&["--no-ui", &format!("--policy={}", policy.display())]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = f
+        .cordon(&["egress", "suggest", "--last"])
+        .output()
+        .expect("cordon egress suggest");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The refused name, as a pattern for its port; not the allowed one (already in the list).
+    assert_eq!(
+        text,
+        format!(
+            "# fetch: add to the step's `network:` (this allows exactly what it was refused or reached openly)\nnetwork:\n  allow:\n    - \"denied.test:{port}\"\n"
+        )
+    );
+    // The printed block is a network the pipeline accepts.
+    let suggested = pipeline(port).replace(
+        &format!("network: {{allow: ['allowed.test:{port}']}}"),
+        &format!("network: {{allow: ['allowed.test:{port}', 'denied.test:{port}']}}"),
+    );
+    std::fs::write(f.ws.join("pipeline.yaml"), suggested).expect("write");
+    let out = crate::support::cordon()
+        .args(["validate", "pipeline.yaml"])
+        .current_dir(&f.ws)
+        .output()
+        .expect("validate");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // An unknown run is a usage error naming the problem.
+    let out = f
+        .cordon(&["egress", "suggest", "0000nope"])
+        .output()
+        .expect("cordon egress suggest");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
