@@ -164,6 +164,8 @@ pub struct Ready {
     agents: Option<LoopDriver>,
     operator: Operator,
     lane: Option<cordon_egress::lane::LaneConfig>,
+    /// `isolation.toolchains`, found on the host once for every session of the run.
+    toolchains: cordon_sandbox::toolchain::Exposure,
     begin: Begin,
     /// The run to record (fresh runs), with the tooling snapshot.
     row: Option<(RunRow, ToolingSnapshot)>,
@@ -376,6 +378,39 @@ pub fn dry_run_refusals(
         .collect()
 }
 
+/// The host toolchains `isolation.toolchains` names, found now: a missing one is exit 2 naming
+/// where cordon looked, before anything runs.
+pub fn toolchains(
+    pipeline: &Pipeline,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<cordon_sandbox::toolchain::Exposure, RunError> {
+    use cordon_sandbox::toolchain::{self, HostFacts, Toolchain};
+    if pipeline.isolation.toolchains.is_empty() {
+        return Ok(toolchain::Exposure::default());
+    }
+    let names: Vec<Toolchain> = pipeline
+        .isolation
+        .toolchains
+        .iter()
+        .map(|name| {
+            Toolchain::parse(name).ok_or_else(|| {
+                RunError::usage(format!(
+                    "`isolation.toolchains` names `{name}`; use rust, python, node or go"
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let home = cordon_sandbox::host_user().home;
+    toolchain::resolve(
+        &names,
+        &HostFacts {
+            home: &home,
+            var: env,
+        },
+    )
+    .map_err(|err| RunError::usage(format!("`isolation.toolchains`: {err}")))
+}
+
 fn has_commit(pipeline: &Pipeline) -> bool {
     pipeline
         .steps
@@ -431,6 +466,7 @@ fn fresh(
     .map_err(|e| RunError::from(EngineError::from(e)))?;
     // The lane's key is read now, host-side: a missing one is exit 2 before anything runs.
     let lane = crate::lane::lane_config(&first.pipeline, request.env)?;
+    let toolchains = toolchains(&first.pipeline, request.env)?;
     let store = Store::open(request.state_dir)?;
     let run = cordon_store::new_run_id()?;
     let workspace = open_workspace(
@@ -481,6 +517,7 @@ fn fresh(
         agents,
         operator,
         lane,
+        toolchains,
         begin: Begin::Fresh(max_attempts),
         row: Some((row, snapshot)),
         refresh: request.refresh,
@@ -562,6 +599,7 @@ fn resume(
     })
     .map_err(|e| RunError::from(EngineError::from(e)))?;
     let lane = crate::lane::lane_config(&pipeline, request.env)?;
+    let toolchains = toolchains(&pipeline, request.env)?;
     let workspace = open_workspace(
         &row.workspace,
         &pipeline,
@@ -588,6 +626,7 @@ fn resume(
         agents,
         operator,
         lane,
+        toolchains,
         begin: if fresh {
             Begin::Fresh(max_attempts)
         } else {
@@ -680,7 +719,8 @@ impl Ready {
             .map_err(|e| RunError::runtime(error_chain(&e)))?;
         let mut mask = vec![self.store.dir().to_path_buf()];
         mask.extend(self.operator.path.clone());
-        let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask);
+        let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask)
+            .with_toolchains(self.toolchains.clone());
         if needs_egress(&self.pipeline) || self.lane.is_some() {
             let mut egress = Egress::new(self.run, &self.operator.policy, drive.listening)
                 .map_err(|e| {

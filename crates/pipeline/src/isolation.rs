@@ -18,7 +18,13 @@ pub struct Isolation {
     /// Workspace-relative paths masked inside the sandbox.
     pub hide: Vec<RelPath>,
     pub allow_git_mutations: bool,
+    /// Host toolchains exposed read-only in every sandbox (`rust`, `python`, `node`, `go`), in
+    /// the order written, each once.
+    pub toolchains: Vec<String>,
 }
+
+/// The toolchains `isolation.toolchains` names (DESIGN §11).
+pub const TOOLCHAINS: [&str; 4] = ["rust", "python", "node", "go"];
 
 /// How much output one step attempt stores when `output_limit` is not set (16 MiB).
 pub const DEFAULT_OUTPUT_LIMIT: u64 = 16 << 20;

@@ -196,6 +196,11 @@ pub(crate) const ISOLATION: Table = Table {
             shape: Shape::Bool,
             doc: "Make the git directory writable (except config, hooks, …). Default false.",
         },
+        Key {
+            name: "toolchains",
+            shape: Shape::StringList,
+            doc: "Host toolchains exposed read-only with their `bin` on `PATH`: rust, python, node, go.",
+        },
     ],
 };
 

@@ -171,6 +171,10 @@ pub struct SessionConfig {
     pub network: Network,
     /// Extra host paths mounted read-only at their host paths (`--ro`, `isolation.read_only`).
     pub read_only: Vec<PathBuf>,
+    /// The host toolchains exposed (`--toolchain`, `isolation.toolchains`): their roots mounted
+    /// read-only like `read_only`, their credential files masked, their `bin` directories in
+    /// front of `PATH` and their variables set for every command.
+    pub toolchains: crate::toolchain::Exposure,
     /// Workspace-relative paths masked inside the sandbox (`isolation.hide`).
     pub hide: Vec<PathBuf>,
     /// Workspace-relative paths kept read-only inside the sandbox (a run's tooling files): each
@@ -200,6 +204,7 @@ impl SessionConfig {
             init,
             network: Network::None,
             read_only: Vec::new(),
+            toolchains: crate::toolchain::Exposure::default(),
             hide: Vec::new(),
             protect: Vec::new(),
             mask: Vec::new(),

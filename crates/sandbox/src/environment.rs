@@ -66,9 +66,14 @@ pub struct EnvInput {
     pub proxy: Option<SocketAddr>,
     /// The session's model lane, when the step has `model_lane: true` ([`LANE_ADDR`]).
     pub model_lane: Option<SocketAddr>,
-    /// What the step declares (`env:`, `-e KEY=VALUE`, resolved secrets), applied last so it
-    /// overrides everything above, `PATH` included.
+    /// What the step declares (`env:`, `-e KEY=VALUE`, resolved secrets): it overrides
+    /// everything above, `PATH` included.
     pub declared: Vec<(OsString, OsString)>,
+    /// Directories put in front of `PATH` after the step's variables (exposed toolchains).
+    pub path_prefix: Vec<PathBuf>,
+    /// cordon's own variables of exposed toolchains (`RUSTUP_HOME`, `CARGO_HOME`, …), applied
+    /// last: they always win.
+    pub forced: Vec<(OsString, OsString)>,
 }
 
 /// The complete environment for a sandboxed process, sorted by name.
@@ -114,6 +119,21 @@ pub fn build(input: &EnvInput) -> Vec<(OsString, OsString)> {
         set("ANTHROPIC_API_KEY", LANE_DUMMY_KEY.into());
     }
     for (key, value) in &input.declared {
+        env.insert(key.clone(), value.clone());
+    }
+    if !input.path_prefix.is_empty() {
+        let mut path = OsString::new();
+        for dir in &input.path_prefix {
+            path.push(dir);
+            path.push(":");
+        }
+        path.push(
+            env.get(OsStr::new("PATH"))
+                .map_or(OsStr::new(DEFAULT_PATH), |p| p),
+        );
+        env.insert("PATH".into(), path);
+    }
+    for (key, value) in &input.forced {
         env.insert(key.clone(), value.clone());
     }
     env.into_iter().collect()

@@ -141,7 +141,7 @@ pub(crate) fn gather(
         .collect();
 
     let mut read_only = Vec::new();
-    for path in &config.read_only {
+    for path in config.read_only.iter().chain(&config.toolchains.read_only) {
         let error = |source| SandboxError::ReadOnlyPath {
             path: path.clone(),
             source,
@@ -222,6 +222,7 @@ pub(crate) fn gather(
     let masks = config
         .mask
         .iter()
+        .chain(&config.toolchains.masks)
         .chain([&config.init.path().to_path_buf()])
         .filter_map(|p| existing(p))
         .collect();

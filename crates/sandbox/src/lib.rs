@@ -20,6 +20,7 @@ pub mod probe;
 pub mod seccomp;
 mod session;
 mod sys;
+pub mod toolchain;
 mod wire;
 
 pub use config::{DEFAULT_TMP_SIZE, InitProgram, InitStart, Network, SessionConfig, Workspace};

@@ -53,6 +53,7 @@ fn render(probe: &Probe) -> String {
     for status in probe.layers() {
         out.push_str(&line(status, width));
     }
+    out.push_str(&toolchains());
     let missing: Vec<&str> = probe
         .missing_required()
         .iter()
@@ -66,6 +67,34 @@ fn render(probe: &Probe) -> String {
              fixed: {}\n",
             missing.join(", ")
         ));
+    }
+    out
+}
+
+/// The invoking user's toolchains as `isolation.toolchains` / `--toolchain` would find them.
+fn toolchains() -> String {
+    use cordon_sandbox::toolchain::{self, HostFacts, Toolchain, ToolchainError};
+    let home = cordon_sandbox::host_user().home;
+    let var = |name: &str| std::env::var_os(name);
+    let facts = HostFacts {
+        home: &home,
+        var: &var,
+    };
+    let mut out = String::from("\ntoolchains (for isolation.toolchains and --toolchain):\n");
+    for name in Toolchain::ALL {
+        let found = match toolchain::resolve(&[name], &facts) {
+            Ok(exposure) => exposure
+                .read_only
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(ToolchainError::NotFound { looked, .. }) => {
+                format!("not found (looked for {looked})")
+            }
+            Err(err) => format!("refused: {err}"),
+        };
+        out.push_str(&format!("  {:<8}{found}\n", name.name()));
     }
     out
 }

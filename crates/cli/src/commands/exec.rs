@@ -66,6 +66,10 @@ pub struct Args {
     /// Mount a host path read-only at its own path (repeatable)
     #[arg(long = "ro", value_name = "PATH")]
     read_only: Vec<PathBuf>,
+    /// Expose the host's NAME toolchain read-only with its `bin` on PATH: rust, python, node or
+    /// go (repeatable)
+    #[arg(long = "toolchain", value_name = "NAME")]
+    toolchain: Vec<String>,
     /// The command to run and its arguments
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -217,6 +221,7 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     let mut config = SessionConfig::new(Workspace::open(&workspace)?, starting.program().clone());
     config.network = network;
     config.read_only = args.read_only;
+    config.toolchains = toolchains(&args.toolchain)?;
     config.mask = private_paths();
     if let Some(file) = &args.egress.policy {
         // The operator policy is never inside the workspace, where the command could change
@@ -308,9 +313,33 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(TIMEOUT_EXIT));
     }
     match outcome.status {
-        ExitStatus::NotFound => eprintln!(
-            "cordon: `{program}` not found in the sandbox (check PATH and the mounted paths)"
-        ),
+        ExitStatus::NotFound => {
+            let home = cordon_sandbox::host_user().home;
+            let var = |name: &str| std::env::var_os(name);
+            let facts = cordon_sandbox::toolchain::HostFacts {
+                home: &home,
+                var: &var,
+            };
+            match cordon_sandbox::toolchain::hidden_program(program, &facts) {
+                Some((path, toolchain)) => {
+                    let fix = match toolchain {
+                        Some(toolchain) => format!("--toolchain {}", toolchain.name()),
+                        None => {
+                            format!("--ro {}", path.parent().unwrap_or(Path::new("/")).display())
+                        }
+                    };
+                    eprintln!(
+                        "cordon: `{program}` not found in the sandbox; the host has it at {}, in \
+                         the home directory the sandbox hides: expose it with `{fix}`",
+                        path.display()
+                    );
+                }
+                None => eprintln!(
+                    "cordon: `{program}` not found in the sandbox (check PATH and the mounted \
+                     paths)"
+                ),
+            }
+        }
         ExitStatus::NotExecutable => {
             eprintln!("cordon: `{program}` is not executable in the sandbox")
         }
@@ -319,6 +348,33 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_code()).unwrap_or(u8::MAX),
     ))
+}
+
+/// The exposure of the `--toolchain` names, found on the host now.
+fn toolchains(names: &[String]) -> anyhow::Result<cordon_sandbox::toolchain::Exposure> {
+    use cordon_sandbox::toolchain::{self, HostFacts, Toolchain};
+    let mut wanted = Vec::new();
+    for name in names {
+        let Some(toolchain) = Toolchain::parse(name) else {
+            anyhow::bail!("`--toolchain {name}` is not a toolchain; use rust, python, node or go");
+        };
+        if !wanted.contains(&toolchain) {
+            wanted.push(toolchain);
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(toolchain::Exposure::default());
+    }
+    let home = cordon_sandbox::host_user().home;
+    let var = |name: &str| std::env::var_os(name);
+    toolchain::resolve(
+        &wanted,
+        &HostFacts {
+            home: &home,
+            var: &var,
+        },
+    )
+    .map_err(|err| anyhow::anyhow!("`--toolchain`: {err}"))
 }
 
 fn parse_variable(pair: &str) -> anyhow::Result<(String, String)> {

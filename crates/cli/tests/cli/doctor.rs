@@ -26,8 +26,24 @@ fn stdout(output: &Output) -> String {
 /// Replaces the detail of every available layer, which names this machine's kernel, paths and
 /// user, with `[detail]`; missing layers keep theirs (the override's wording).
 fn redact_available_details(text: &str) -> String {
+    // The toolchains differ between users and machines: their lines are redacted to the names.
+    let mut in_toolchains = false;
     text.lines()
         .map(|line| {
+            if line.starts_with("toolchains (") {
+                in_toolchains = true;
+                return line.to_owned();
+            }
+            if in_toolchains {
+                if line.is_empty() {
+                    in_toolchains = false;
+                } else {
+                    return format!(
+                        "  {} [found or where cordon looked]",
+                        line.split_whitespace().next().unwrap_or("")
+                    );
+                }
+            }
             let columns: Vec<&str> = line.split_whitespace().collect();
             match columns.as_slice() {
                 [name, need, "ok", ..] => format!("{name:<18}  {need:<8}  ok       [detail]"),
@@ -100,4 +116,32 @@ fn doctor_names_the_sysctl_when_user_namespaces_are_disabled() {
         .expect("run unshare");
     assert_eq!(output.status.code(), Some(3), "{output:?}");
     insta::assert_snapshot!(redact_available_details(&stdout(&output)));
+}
+
+#[test]
+fn doctor_lists_each_toolchain_where_it_is_or_where_cordon_looked() {
+    let output = doctor(&[], None);
+    let text = stdout(&output);
+    let section = text
+        .split("toolchains (for isolation.toolchains and --toolchain):\n")
+        .nth(1)
+        .expect("a toolchains section");
+    let lines: Vec<&str> = section.lines().take_while(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 4, "{section}");
+    for (line, name) in lines.iter().zip(["rust", "python", "node", "go"]) {
+        assert!(line.starts_with(&format!("  {name}")), "{line}");
+    }
+    // rust: where the sandbox would find it, or where cordon looked.
+    let home = cordon_sandbox::host_user().home;
+    let rustup = std::env::var_os("RUSTUP_HOME")
+        .map_or_else(|| home.join(".rustup"), std::path::PathBuf::from);
+    if rustup.join("toolchains").is_dir() {
+        assert!(
+            lines[0].contains(&rustup.display().to_string()),
+            "{}",
+            lines[0]
+        );
+    } else {
+        assert!(lines[0].contains("not found (looked for"), "{}", lines[0]);
+    }
 }

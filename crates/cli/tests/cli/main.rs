@@ -20,5 +20,6 @@ mod run_limits;
 mod run_ui;
 mod runs;
 mod support;
+mod toolchains;
 mod ui;
 mod validate;

@@ -23,6 +23,8 @@ pub struct SandboxExecutor {
     mask: Vec<PathBuf>,
     /// Serves networked sessions' proxies; without it a networked session is refused.
     egress: Option<Arc<Egress>>,
+    /// The host toolchains exposed in every session (`isolation.toolchains`).
+    toolchains: cordon_sandbox::toolchain::Exposure,
 }
 
 impl SandboxExecutor {
@@ -32,7 +34,17 @@ impl SandboxExecutor {
             init,
             mask,
             egress: None,
+            toolchains: cordon_sandbox::toolchain::Exposure::default(),
         }
+    }
+
+    /// Exposes `toolchains` in every session.
+    pub fn with_toolchains(
+        mut self,
+        toolchains: cordon_sandbox::toolchain::Exposure,
+    ) -> SandboxExecutor {
+        self.toolchains = toolchains;
+        self
     }
 
     /// Serves the proxy of every session whose network is not `none` through `egress`.
@@ -57,6 +69,7 @@ impl Executor for SandboxExecutor {
         let mut config = SessionConfig::new(self.workspace.clone(), self.init.clone());
         config.network = Network::None;
         config.read_only.clone_from(&spec.read_only);
+        config.toolchains.clone_from(&self.toolchains);
         config.hide.clone_from(&spec.hide);
         config.protect.clone_from(&spec.protect);
         config.mask.clone_from(&self.mask);

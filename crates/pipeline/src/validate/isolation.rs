@@ -5,7 +5,7 @@ use crate::decode::{self, Fields};
 use crate::diagnostic::FileSink;
 use crate::keys;
 use crate::yaml::Node;
-use crate::{ByteSize, Cpus, HostPath, Isolation};
+use crate::{ByteSize, Cpus, HostPath, Isolation, TOOLCHAINS};
 
 pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation> {
     let fields = decode::fields(out, node, &keys::ISOLATION)?;
@@ -28,6 +28,10 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
         Some(n) => decode::boolean(out, n, "allow_git_mutations"),
         None => Some(false),
     };
+    let toolchains = match fields.get("toolchains") {
+        Some(n) => toolchains(out, n),
+        None => Some(Vec::new()),
+    };
     Some(Isolation {
         memory: memory?,
         pids: pids?,
@@ -37,6 +41,7 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
         read_only: read_only?,
         hide: hide?,
         allow_git_mutations: allow_git_mutations?,
+        toolchains: toolchains?,
     })
 }
 
@@ -75,6 +80,43 @@ fn cpus(out: &mut FileSink<'_>, node: &Node) -> Option<Cpus> {
         );
     }
     c
+}
+
+fn toolchains(out: &mut FileSink<'_>, node: &Node) -> Option<Vec<String>> {
+    let items = decode::strings(out, node, "toolchains", "rust")?;
+    let mut ok = true;
+    let mut result: Vec<String> = Vec::with_capacity(items.len());
+    for (at, text) in items {
+        if !TOOLCHAINS.contains(&text.as_str()) {
+            let hint = strsim_closest(&text)
+                .map_or_else(String::new, |near| format!("did you mean `{near}`? "));
+            out.error(
+                at,
+                format!(
+                    "`toolchains` names {}, which cordon does not know; {hint}use one of rust, \
+                     python, node, go",
+                    decode::quoted(&text)
+                ),
+            );
+            ok = false;
+        } else if result.contains(&text) {
+            out.error(at, format!("`toolchains` lists `{text}` twice; keep one"));
+            ok = false;
+        } else {
+            result.push(text);
+        }
+    }
+    ok.then_some(result)
+}
+
+/// The toolchain name closest to `text`, when it is close.
+fn strsim_closest(text: &str) -> Option<&'static str> {
+    TOOLCHAINS
+        .into_iter()
+        .map(|name| (strsim::levenshtein(name, &text.to_ascii_lowercase()), name))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, name)| name)
 }
 
 fn host_paths(out: &mut FileSink<'_>, node: &Node) -> Option<Vec<HostPath>> {

@@ -129,10 +129,11 @@ fn emit(p: &Pipeline) -> String {
     }
     let _ = writeln!(
         y,
-        "  read_only: {}\n  hide: {}\n  allow_git_mutations: {}",
+        "  read_only: {}\n  hide: {}\n  allow_git_mutations: {}\n  toolchains: {}",
         list(&i.read_only),
         list(&i.hide),
-        i.allow_git_mutations
+        i.allow_git_mutations,
+        list(&i.toolchains)
     );
     let _ = writeln!(y, "network: {}", network(&p.network));
     let _ = writeln!(y, "secrets:");
@@ -367,9 +368,10 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
         prop::sample::subsequence(vec!["/opt/tools", "~/.rustup"], 0..=2),
         prop::sample::subsequence(vec!["secrets/", "private/key.pem"], 0..=2),
         any::<bool>(),
+        prop::sample::subsequence(vec!["rust", "node"], 0..=2),
     )
         .prop_map(
-            |(memory, pids, cpus, tmp, output, ro, hide, git)| Isolation {
+            |(memory, pids, cpus, tmp, output, ro, hide, git, toolchains)| Isolation {
                 memory: memory.and_then(ByteSize::from_bytes),
                 pids: pids.and_then(NonZeroU64::new),
                 cpus: cpus.and_then(NonZeroU64::new).map(Cpus::from_millis),
@@ -378,6 +380,7 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                 read_only: ro.into_iter().filter_map(HostPath::parse).collect(),
                 hide: hide.into_iter().map(rel).collect(),
                 allow_git_mutations: git,
+                toolchains: toolchains.into_iter().map(str::to_owned).collect(),
             },
         );
     (

@@ -20,6 +20,8 @@ fn input(host: &[(&str, &str)], declared: &[(&str, &str)]) -> EnvInput {
         proxy: None,
         model_lane: None,
         declared: pairs(declared),
+        path_prefix: Vec::new(),
+        forced: Vec::new(),
     }
 }
 
@@ -177,5 +179,46 @@ fn assignments_parse_or_say_how_to_fix_them() {
     assert_eq!(
         AssignmentError::NoEquals("NOVALUE".into()).to_string(),
         "`NOVALUE` is not KEY=VALUE; write it as NAME=value, for example `RUST_LOG=debug`"
+    );
+}
+
+#[test]
+fn toolchain_directories_go_in_front_of_path_and_their_variables_win() {
+    let mut with_toolchain = input(
+        &[],
+        &[
+            ("PATH", "/opt/bin:/usr/bin"),
+            ("CARGO_HOME", "/workspace/.cargo"),
+        ],
+    );
+    with_toolchain.path_prefix = vec!["/home/ada/.cargo/bin".into()];
+    with_toolchain.forced = pairs(&[
+        ("CARGO_HOME", "/tmp/.cordon-cargo-home"),
+        ("RUSTUP_HOME", "/home/ada/.rustup"),
+    ]);
+    check(
+        with_toolchain,
+        &[
+            ("CARGO_HOME", "/tmp/.cordon-cargo-home"),
+            ("HOME", "/home/ada"),
+            ("LOGNAME", "ada"),
+            ("PATH", "/home/ada/.cargo/bin:/opt/bin:/usr/bin"),
+            ("PYTHONPYCACHEPREFIX", BASE[3].1),
+            ("RUSTUP_HOME", "/home/ada/.rustup"),
+            ("USER", "ada"),
+            ("XDG_RUNTIME_DIR", BASE[5].1),
+        ],
+    );
+    // Without a step PATH, in front of the default.
+    let mut default_path = input(&[], &[]);
+    default_path.path_prefix = vec!["/a/bin".into(), "/b/bin".into()];
+    let env = build(&default_path);
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    assert_eq!(
+        path,
+        Some(OsString::from(format!("/a/bin:/b/bin:{}", BASE[2].1)))
     );
 }

@@ -158,6 +158,8 @@ impl Starting {
         sys::spawn::reap_released();
         session.workspace = config.workspace.path().to_path_buf();
         session.env.host = std::env::vars_os().collect();
+        session.env.path_prefix = config.toolchains.path.clone();
+        session.env.forced = config.toolchains.env.clone();
         session.setup = SetupState::Pending { report };
         Ok(session)
     }
