@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cordon_store::{StateDir, StateDirSource};
+use cordon_protocol::RunId;
+use cordon_store::{StateDir, StateDirSource, Store};
 
 /// The `--state-dir` option of `runs`, `logs` and `ui`.
 #[derive(Debug, clap::Args)]
@@ -30,4 +31,35 @@ pub fn resolve(flag: Option<PathBuf>) -> Result<StateDir, ExitCode> {
         eprintln!("cordon: {err}");
         ExitCode::from(2)
     })
+}
+
+/// The store and the run `run` names (an id or a unique prefix; `None`: the most recent), for
+/// the commands that read one run. `Err` is the usage message to print (exit 2): no runs yet, or
+/// no such run.
+pub fn stored_run(
+    state_dir: &StateDir,
+    run: Option<&str>,
+) -> anyhow::Result<Result<(Store, RunId), String>> {
+    if !state_dir.path().join("cordon.db").exists() {
+        return Ok(Err(format!(
+            "there are no runs in {} yet; start one with `cordon run PIPELINE`",
+            state_dir.path().display()
+        )));
+    }
+    let store = Store::open(state_dir)?;
+    let id = match run {
+        Some(text) => match store.find_run(text) {
+            Ok(id) => id,
+            Err(err) => return Ok(Err(err.to_string())),
+        },
+        None => match store.last_run()? {
+            Some(id) => id,
+            None => {
+                return Ok(Err(
+                    "there are no runs yet; start one with `cordon run PIPELINE`".to_owned(),
+                ));
+            }
+        },
+    };
+    Ok(Ok((store, id)))
 }

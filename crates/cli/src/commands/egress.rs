@@ -63,27 +63,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Ok(dir) => dir,
                 Err(code) => return Ok(code),
             };
-            if !state_dir.path().join("cordon.db").exists() {
-                return usage(&format!(
-                    "there are no runs in {} yet; start one with `cordon run PIPELINE`, or pass \
-                     `--audit FILE`",
-                    state_dir.path().display()
-                ));
-            }
-            let store = Store::open(&state_dir)?;
-            let run = match &args.run {
-                Some(text) => match store.find_run(text) {
-                    Ok(id) => id,
-                    Err(err) => return usage(&err.to_string()),
-                },
-                None => match store.last_run()? {
-                    Some(id) => id,
-                    None => {
-                        return usage(
-                            "there are no runs yet; start one with `cordon run PIPELINE`",
-                        );
-                    }
-                },
+            let (store, run) = match crate::state_dir::stored_run(&state_dir, args.run.as_deref())?
+            {
+                Ok(found) => found,
+                Err(message) => return usage(&message),
             };
             (format!("run {run}"), run_records(&store, run)?)
         }

@@ -17,7 +17,8 @@ fn workspace() -> tempfile::TempDir {
         .expect("a temporary workspace")
 }
 
-fn exec(ws: &Path, options: &[&str], command: &[&str]) -> Output {
+/// `cordon exec -w ws OPTIONS -- COMMAND`, stdin closed.
+pub fn exec(ws: &Path, options: &[&str], command: &[&str]) -> Output {
     cordon()
         .arg("exec")
         .arg("-w")

@@ -4,9 +4,9 @@
 //! file inside an exposed tree stays masked; a program the sandbox cannot find is traced to the
 //! hidden home and the key that exposes it.
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::PathBuf;
 
+use crate::exec::exec;
 use crate::run::{Fixture, stderr};
 use crate::support::cordon;
 
@@ -51,18 +51,6 @@ fn hello_crate() -> tempfile::TempDir {
     )
     .expect("write");
     ws
-}
-
-fn exec(ws: &Path, options: &[&str], command: &[&str]) -> Output {
-    cordon()
-        .arg("exec")
-        .arg("-w")
-        .arg(ws)
-        .args(options)
-        .arg("--")
-        .args(command)
-        .output()
-        .expect("cordon exec")
 }
 
 #[test]

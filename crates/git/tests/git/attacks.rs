@@ -47,17 +47,7 @@ fn a_symlinked_parent_of_a_tracked_file_commits_no_host_file() {
         std::fs::read_to_string(fx.path().join("config/settings.toml")).unwrap(),
         CANARY
     );
-    let committed = fx
-        .repo()
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap()
-        .unwrap();
+    let committed = fx.commit_with(&fx.repo()).unwrap().unwrap();
     assert_eq!(committed.files, ["config", "config/settings.toml"]);
     let tree = git_out(fx.path(), &["ls-tree", "-r", "HEAD"]);
     assert!(
@@ -100,17 +90,7 @@ fn a_file_name_with_a_newline_is_one_name_and_injects_no_entry() {
     fx.write(&name, "harmless\n");
     fx.write("tab\there", "t\n");
     fx.write("esc\x1b]0;title\x07", "e\n");
-    let committed = fx
-        .repo()
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap()
-        .unwrap();
+    let committed = fx.commit_with(&fx.repo()).unwrap().unwrap();
     assert_eq!(committed.files.len(), 3);
     assert_eq!(
         git_out(fx.path(), &["show", "HEAD:pipeline.yaml"]),
@@ -160,17 +140,7 @@ fn fifos_sockets_and_links_to_devices_never_block_or_leak() {
                 PatchLimits::default(),
             )
             .unwrap();
-        let committed = fx
-            .repo()
-            .commit(
-                &fx.view(),
-                "c",
-                "Cordon-Run: t",
-                &[],
-                &mut StatCache::default(),
-            )
-            .unwrap()
-            .unwrap();
+        let committed = fx.commit_with(&fx.repo()).unwrap().unwrap();
         (diff, committed)
     });
     let skipped: Vec<String> = diff.skipped.iter().map(ToString::to_string).collect();
@@ -229,14 +199,7 @@ fn a_git_planted_on_path_never_runs() {
     .unwrap();
     repo.dirty_paths(&fx.view(), &mut StatCache::default())
         .unwrap();
-    repo.commit(
-        &fx.view(),
-        "c",
-        "Cordon-Run: t",
-        &[],
-        &mut StatCache::default(),
-    )
-    .unwrap();
+    fx.commit_with(&repo).unwrap();
     let _ = cordon_git::user_identity(&|name| (name == "PATH").then(|| path.clone().into()));
     assert!(!marker.exists());
 }
@@ -267,15 +230,7 @@ fn filters_hooks_and_fsmonitor_from_the_repository_never_run() {
         PatchLimits::default(),
     )
     .unwrap();
-    repo.commit(
-        &fx.view(),
-        "c",
-        "Cordon-Run: t",
-        &[],
-        &mut StatCache::default(),
-    )
-    .unwrap()
-    .unwrap();
+    fx.commit_with(&repo).unwrap().unwrap();
     assert!(!marker.exists());
     assert_eq!(git_out(fx.path(), &["show", "HEAD:a.txt"]), "changed");
 }
@@ -312,13 +267,7 @@ fn links_planted_in_a_writable_git_directory_are_refused_before_any_write() {
         };
         std::os::unix::fs::symlink(link_to, &at).unwrap();
         let repo = fx.repo();
-        let result = repo.commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        );
+        let result = fx.commit_with(&repo);
         match result {
             // The link itself, or (a linked `refs/heads`) the ref read through it.
             Err(GitError::LinkedGitDir(path)) => {
@@ -343,30 +292,14 @@ fn a_changed_config_or_a_planted_commondir_refuses_the_commit() {
     let repo = fx.repo();
     fx.write("a.txt", "b\n");
     git(fx.path(), &["config", "core.hooksPath", "/tmp/planted"]);
-    let err = repo
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap_err();
+    let err = fx.commit_with(&repo).unwrap_err();
     assert!(
         matches!(err, GitError::Tampered(ref p) if p.ends_with("config")),
         "{err}"
     );
     git(fx.path(), &["config", "--unset", "core.hooksPath"]);
     std::fs::write(fx.path().join(".git/commondir"), "/tmp/elsewhere\n").unwrap();
-    let err = repo
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap_err();
+    let err = fx.commit_with(&repo).unwrap_err();
     assert!(
         matches!(err, GitError::Tampered(ref p) if p.ends_with("commondir")),
         "{err}"

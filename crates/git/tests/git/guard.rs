@@ -77,16 +77,7 @@ fn masked_secrets_are_never_diffed_or_committed_and_templates_are() {
         .dirty_paths(&fx.view(), &mut StatCache::default())
         .unwrap();
     assert_eq!(dirty, [".env.example", "src/main.rs"]);
-    let committed = repo
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap()
-        .unwrap();
+    let committed = fx.commit_with(&repo).unwrap().unwrap();
     assert_eq!(committed.files, [".env.example", "src/main.rs"]);
     assert_eq!(
         git_out(fx.path(), &["show", "HEAD:.env"]),
@@ -225,14 +216,7 @@ fn a_chain_of_symbolic_refs_cannot_make_the_commit_write_through_a_reflog_link()
         }
         fx.write("a.txt", "b\n");
         let err = fx
-            .guarded(writable())
-            .commit(
-                &fx.view(),
-                "c",
-                "Cordon-Run: t",
-                &[],
-                &mut StatCache::default(),
-            )
+            .commit_with(&fx.guarded(writable()))
             .expect_err("the chain was followed");
         assert!(!err.to_string().contains("canary"), "{err}");
         assert_eq!(
@@ -253,17 +237,7 @@ fn a_chain_of_symbolic_refs_cannot_make_the_commit_write_through_a_reflog_link()
         } else {
             std::fs::remove_file(logs.join("other")).unwrap();
         }
-        let committed = fx
-            .guarded(writable())
-            .commit(
-                &fx.view(),
-                "c",
-                "Cordon-Run: t",
-                &[],
-                &mut StatCache::default(),
-            )
-            .unwrap()
-            .unwrap();
+        let committed = fx.commit_with(&fx.guarded(writable())).unwrap().unwrap();
         assert_eq!(git_out(fx.path(), &["rev-parse", "other"]), committed.sha);
         assert_eq!(
             std::fs::read_to_string(&victim).unwrap(),
@@ -283,17 +257,7 @@ fn packed_refs_are_read_by_cordon_and_resolve_like_gits() {
     assert_eq!(fx.guarded(writable()).head().unwrap().to_string(), head);
     // And the commit action moves the branch from there.
     fx.write("a.txt", "b\n");
-    let committed = fx
-        .guarded(writable())
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap()
-        .unwrap();
+    let committed = fx.commit_with(&fx.guarded(writable())).unwrap().unwrap();
     assert_eq!(git_out(fx.path(), &["rev-parse", "main"]), committed.sha);
 }
 
@@ -438,13 +402,7 @@ fn ignore_rules_past_the_budget_refuse_the_commit_and_widen_the_diff() {
         fx.write(&format!("d{dir}/ignored.txt"), "x\n");
     }
     let repo = fx.repo();
-    match repo.commit(
-        &fx.view(),
-        "c",
-        "Cordon-Run: t",
-        &[],
-        &mut StatCache::default(),
-    ) {
+    match fx.commit_with(&repo) {
         Err(err @ GitError::IgnoreTooLarge { .. }) => {
             assert!(err.to_string().contains("10000 rules"), "{err}")
         }
@@ -461,16 +419,7 @@ fn ignore_rules_past_the_budget_refuse_the_commit_and_widen_the_diff() {
     assert!(changed_paths(&diff).contains(&"d10/ignored.txt".to_owned()));
     // Control: within the budget the commit honours every file's rules.
     std::fs::remove_dir_all(fx.path().join("d10")).unwrap();
-    let committed = repo
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap()
-        .unwrap();
+    let committed = fx.commit_with(&repo).unwrap().unwrap();
     assert!(committed.files.iter().all(|f| !f.ends_with("ignored.txt")));
 }
 
@@ -488,13 +437,7 @@ fn ignore_matching_past_its_budget_refuses_the_commit_and_widens_the_diff() {
     }
     fx.write("zz-ignored.log", "x\n");
     let repo = fx.repo();
-    match repo.commit(
-        &fx.view(),
-        "c",
-        "Cordon-Run: t",
-        &[],
-        &mut StatCache::default(),
-    ) {
+    match fx.commit_with(&repo) {
         Err(err @ GitError::IgnoreTooSlow) => {
             assert!(err.to_string().contains("wildcards"), "{err}")
         }
@@ -511,16 +454,7 @@ fn ignore_matching_past_its_budget_refuses_the_commit_and_widens_the_diff() {
     assert!(changed_paths(&diff).contains(&"zz-ignored.log".to_owned()));
     // Control: the same tree under ordinary rules commits, honouring them.
     fx.write(".gitignore", "zz-*.log\n");
-    let committed = repo
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap()
-        .unwrap();
+    let committed = fx.commit_with(&repo).unwrap().unwrap();
     assert_eq!(
         committed.files.len(),
         501,
@@ -586,14 +520,8 @@ fn a_head_commit_past_a_megabyte_is_refused_before_it_is_read() {
     );
     fx.write("a.txt", "b\n");
     let repo = fx.repo();
-    let err = repo
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
+    let err = fx
+        .commit_with(&repo)
         .expect_err("a commit of 2 MiB was read");
     assert!(err.to_string().contains("more than the 1048576"), "{err}");
     let err = repo
@@ -607,17 +535,7 @@ fn a_head_commit_past_a_megabyte_is_refused_before_it_is_read() {
     // Control: after an ordinary commit on top, both work.
     git(fx.path(), &["commit", "-qam", "ordinary"]);
     fx.write("a.txt", "c\n");
-    assert!(
-        repo.commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default()
-        )
-        .unwrap()
-        .is_some()
-    );
+    assert!(fx.commit_with(&repo).unwrap().is_some());
 }
 
 #[test]
@@ -628,17 +546,7 @@ fn a_commit_of_many_files_lists_the_first_thousand_and_counts_the_rest() {
     for i in 0..1005 {
         fx.write(&format!("many/f{i:04}"), "x\n");
     }
-    let committed = fx
-        .repo()
-        .commit(
-            &fx.view(),
-            "c",
-            "Cordon-Run: t",
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap()
-        .unwrap();
+    let committed = fx.commit_with(&fx.repo()).unwrap().unwrap();
     assert_eq!(committed.files.len(), cordon_git::MAX_FILES);
     assert_eq!(committed.files_omitted, 5);
     assert_eq!(committed.files[0], "many/f0000");

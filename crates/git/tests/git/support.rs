@@ -157,6 +157,20 @@ impl Fixture {
         std::os::unix::fs::symlink(target, path).unwrap();
     }
 
+    /// `repo`'s commit action on this work tree, message `c`, trailer `Cordon-Run: t`.
+    pub fn commit_with(
+        &self,
+        repo: &Repo,
+    ) -> Result<Option<cordon_git::Committed>, cordon_git::GitError> {
+        repo.commit(
+            &self.view(),
+            "c",
+            "Cordon-Run: t",
+            &[],
+            &mut cordon_git::StatCache::default(),
+        )
+    }
+
     pub fn commit_all(&self, message: &str) {
         git(&self.work, &["add", "-A"]);
         git(&self.work, &["commit", "-q", "-m", message]);
