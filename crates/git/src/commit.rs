@@ -87,6 +87,10 @@ impl Repo {
             extra_headers: Vec::new(),
         };
         let id = self.write_object(&commit)?;
+        // The index and its lock are checked before HEAD moves, so a link there cannot leave
+        // HEAD moved and the index stale.
+        self.refuse_links(false, "index", Expect::File)?;
+        self.refuse_links(false, "index.lock", Expect::File)?;
         self.move_head(head, id, &signature)?;
         self.write_index(&flat, &snapshot)?;
         Ok(Some(Committed {
@@ -185,6 +189,23 @@ impl Repo {
         self.refuse_links(true, "packed-refs", Expect::File)?;
         self.refuse_oversized(true, "packed-refs", MAX_PACKED_REFS)?;
         let branch = self.head_branch()?;
+        // gitoxide follows HEAD itself: its reading must name what cordon's names, or the files
+        // checked here are not the files it writes.
+        let theirs = self
+            .refs
+            .try_find_loose("HEAD")
+            .map_err(GitError::library("read HEAD"))?
+            .map(|head| match head.target {
+                gix_ref::Target::Symbolic(name) => Some(name.as_bstr().to_string()),
+                gix_ref::Target::Object(_) => None,
+            });
+        if theirs != Some(branch.clone()) {
+            return Err(GitError::Objects(
+                "HEAD is not a ref git writes (cordon and gitoxide read it differently); repair \
+                 it with `git symbolic-ref HEAD refs/heads/<branch>`"
+                    .to_owned(),
+            ));
+        }
         if let Some(branch) = &branch {
             // gitoxide follows a chain of symbolic refs to its end and writes that ref and its
             // reflog: cordon moves only a branch HEAD names directly, so the files checked here

@@ -61,6 +61,10 @@ pub enum GitError {
     )]
     IgnoreTooSlow,
     #[error(
+        "the work tree names more than {limit} bytes of paths (deep directories make every name long); cordon's git cannot take it — move generated trees out of the workspace or ignore them"
+    )]
+    WorkTreeTooLarge { limit: usize },
+    #[error(
         "the tree of HEAD has more than {limit} entries (or nests deeper than cordon follows); cordon's git cannot take it"
     )]
     TreeTooLarge { limit: usize },

@@ -49,6 +49,19 @@ impl gix_object::Write for Memory {
     }
 }
 
+impl gix_object::FindHeader for Memory {
+    fn try_header(&self, id: &gix_hash::oid) -> gix_error::Result<Option<gix_object::Header>> {
+        Ok(self
+            .0
+            .borrow()
+            .get(id)
+            .map(|(kind, bytes)| gix_object::Header {
+                kind: *kind,
+                size: bytes.len() as u64,
+            }))
+    }
+}
+
 impl gix_object::Find for Memory {
     fn try_find<'a>(
         &self,

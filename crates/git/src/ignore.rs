@@ -24,6 +24,11 @@ pub const MAX_MATCHING: u64 = 1 << 36;
 /// The units of one wildcard rule per byte of text it is matched against (a literal rule, or
 /// `*.ext`, which gitoxide compares without wildmatch, is one).
 const WILDCARD: u64 = 64;
+/// The units of one rule file's list per path (gitoxide compares its base with every path;
+/// measured ~3 ns, so 80,000 empty `.gitignore` files no longer cost minutes for free).
+const LIST: u64 = 24;
+/// The units per byte of finding a path's directories with rules (a comparison or a hash).
+const LOOKUP: u64 = 8;
 
 /// An ordered set of ignore rules, within [`MAX_RULE_BYTES`] and [`MAX_PATTERNS`].
 #[derive(Default)]
@@ -31,6 +36,8 @@ pub struct Rules {
     search: gix_ignore::Search,
     bytes: usize,
     patterns: usize,
+    /// Rule files added (each one a list gitoxide looks at for every path).
+    lists: u64,
     /// The matching weight of the rules of each directory (`""`: the top and `info/exclude`).
     weights: std::collections::HashMap<Vec<u8>, Weight>,
 }
@@ -73,6 +80,7 @@ impl Rules {
         }
         self.bytes += bytes.len();
         self.patterns += patterns;
+        self.lists += 1;
         let total = self.weights.entry(dir.to_vec()).or_default();
         total.name += weight.name;
         total.path += weight.path;
@@ -84,22 +92,42 @@ impl Rules {
     /// against (gitoxide skips the rules of other directories by their base).
     pub fn cost(&self, path: &[u8]) -> u64 {
         let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-        let mut cost = 0u64;
-        let dirs = std::iter::once(&b""[..]).chain(
-            path.iter()
-                .enumerate()
-                .filter(|&(_, &b)| b == b'/')
-                .map(|(at, _)| &path[..at]),
-        );
-        for dir in dirs {
-            if let Some(weight) = self.weights.get(dir) {
-                let below = path.len() - dir.len();
-                cost = cost
-                    .saturating_add(weight.name.saturating_mul(name.len() as u64 + 1))
-                    .saturating_add(weight.path.saturating_mul(below as u64 + 1));
+        let depth = path.iter().filter(|&&b| b == b'/').count() + 1;
+        let len = path.len() as u64 + 1;
+        // gitoxide looks at every rule file's list for every path (by its base), empty ones too.
+        let mut cost = self.lists.saturating_mul(LIST);
+        let mut charge = |dir: &[u8], weight: &Weight| {
+            let below = (path.len() - dir.len()) as u64 + 1;
+            cost = cost
+                .saturating_add(weight.name.saturating_mul(name.len() as u64 + 1))
+                .saturating_add(weight.path.saturating_mul(below));
+        };
+        // Finding the directories above `path` that have rules: by their list when it is the
+        // shorter, else by looking each ancestor up. Either costs up to that many comparisons or
+        // hashes of the path, which is charged too.
+        let looked = self.weights.len().min(depth) as u64;
+        if self.weights.len() <= depth {
+            for (dir, weight) in &self.weights {
+                let above = dir.is_empty()
+                    || (path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/');
+                if above {
+                    charge(dir, weight);
+                }
+            }
+        } else {
+            let dirs = std::iter::once(&b""[..]).chain(
+                path.iter()
+                    .enumerate()
+                    .filter(|&(_, &b)| b == b'/')
+                    .map(|(at, _)| &path[..at]),
+            );
+            for dir in dirs {
+                if let Some(weight) = self.weights.get(dir) {
+                    charge(dir, weight);
+                }
             }
         }
-        cost
+        cost.saturating_add(looked.saturating_mul(len).saturating_mul(LOOKUP))
     }
 
     /// Adds the rules of the `.gitignore` in `dir` (the top for an empty `dir`): they apply
@@ -217,10 +245,29 @@ mod tests {
         rules.add(b"", b"# comment\n*.o\n*a*b\n").unwrap();
         rules.add(b"sub", b"/x/y\n").unwrap();
         let name_weight = 1 + WILDCARD;
-        assert_eq!(rules.cost(b"abc"), name_weight * 4);
-        assert_eq!(rules.cost(b"dir/abc"), name_weight * 4);
-        assert_eq!(rules.cost(b"sub/x/y"), name_weight * 2 + 5);
-        assert_eq!(rules.cost(b"subway/y"), name_weight * 2, "not below `sub`");
+        // Two lists, each looked at for every path; then the rules of the directories above it,
+        // by the length of what they are matched against; then finding those directories.
+        let lists = 2 * LIST;
+        assert_eq!(rules.cost(b"abc"), lists + name_weight * 4 + 4 * LOOKUP);
+        assert_eq!(
+            rules.cost(b"dir/abc"),
+            lists + name_weight * 4 + 2 * 8 * LOOKUP
+        );
+        assert_eq!(
+            rules.cost(b"sub/x/y"),
+            lists + name_weight * 2 + 5 + 2 * 8 * LOOKUP
+        );
+        assert_eq!(
+            rules.cost(b"subway/y"),
+            lists + name_weight * 2 + 2 * 9 * LOOKUP,
+            "not below `sub`"
+        );
+        // Empty rule files are lists too.
+        let mut empty = Rules::default();
+        for dir in 0..100 {
+            empty.add(format!("d{dir}").as_bytes(), b"").unwrap();
+        }
+        assert!(empty.cost(b"x") >= 100 * LIST);
         assert_eq!(Rules::default().cost(b"anything"), 0);
     }
 

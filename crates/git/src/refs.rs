@@ -120,12 +120,19 @@ pub(crate) fn per_worktree(name: &str) -> bool {
             .any(|prefix| name.starts_with(prefix))
 }
 
-/// A loose ref's content: `ref: <name>` or a hex object id, one line. The name a symbolic ref
-/// names must be a valid full ref name (no `..`, no control characters, below `refs/`).
+/// A loose ref's content as git writes it: `ref: <name>` or a hex object id, then one optional
+/// `\n` — nothing else is trimmed, so the name cordon checks is byte for byte the name gitoxide
+/// would follow (a trailing U+3000 that `str::trim_end` dropped named another ref to gitoxide).
+/// The name a symbolic ref names must be a valid full ref name (no `..`, no control characters,
+/// no whitespace, below `refs/`).
 fn parse_loose(bytes: &[u8]) -> Option<Target> {
-    let text = std::str::from_utf8(bytes).ok()?.trim_end();
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let text = std::str::from_utf8(bytes).ok()?;
     if let Some(name) = text.strip_prefix("ref:") {
-        let name = name.trim_start();
+        let name = name.strip_prefix(' ').unwrap_or(name);
+        if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return None;
+        }
         let valid = name.starts_with("refs/")
             && gix_ref::FullName::try_from(name).is_ok()
             && WsPath::new(name).is_ok();
@@ -165,6 +172,11 @@ mod tests {
                 "ref:refs/heads/x".to_owned(),
                 Some(Target::Symbolic("refs/heads/x".into())),
             ),
+            ("ref: refs/heads/main\u{3000}\n".to_owned(), None),
+            ("ref: refs/heads/main \n".to_owned(), None),
+            ("ref: refs/heads/main\r\n".to_owned(), None),
+            ("ref: refs/heads/main\n\n".to_owned(), None),
+            (format!("{id} \n"), None),
             ("ref: refs/heads/../../config\n".to_owned(), None),
             ("ref: /etc/passwd\n".to_owned(), None),
             ("ref: HEAD\n".to_owned(), None),

@@ -72,9 +72,14 @@ pub const MAX_DEPTH: usize = 256;
 /// shared, so a small forged tree could otherwise name a million paths of 64 KiB each.
 pub const MAX_PATH_BYTES: usize = cordon_workspace::MAX_PATH;
 pub const MAX_TOTAL_PATH_BYTES: usize = 256 << 20;
+/// The largest tree object read (a tree of 64 MiB lists about a million entries).
+pub const MAX_TREE: u64 = 64 << 20;
 
 /// The tree `id` as a flat map, reading subtrees from `objects`.
-pub fn flatten(objects: &impl gix_object::Find, id: &gix_hash::oid) -> Result<Flat, GitError> {
+pub fn flatten(
+    objects: &(impl gix_object::Find + gix_object::FindHeader),
+    id: &gix_hash::oid,
+) -> Result<Flat, GitError> {
     let mut flat = Flat::new();
     let mut stack: Vec<(Vec<u8>, ObjectId, usize)> = vec![(Vec::new(), id.to_owned(), 0)];
     let mut buffer = Vec::new();
@@ -83,6 +88,16 @@ pub fn flatten(objects: &impl gix_object::Find, id: &gix_hash::oid) -> Result<Fl
     while let Some((prefix, tree, depth)) = stack.pop() {
         if depth > MAX_DEPTH {
             return Err(GitError::TreeTooLarge { limit: MAX_ENTRIES });
+        }
+        // Sized from its header before it is inflated: a step with `allow_git_mutations` can
+        // write a loose tree of a few megabytes that inflates to a gigabyte.
+        if let Ok(Some(header)) = objects.try_header(&tree)
+            && header.size > MAX_TREE
+        {
+            return Err(GitError::ForgedTree(format!(
+                "a tree object of {} bytes (more than {MAX_TREE})",
+                header.size
+            )));
         }
         let iter: TreeRefIter<'_> = objects
             .find_tree_iter(&tree, &mut buffer)

@@ -166,6 +166,7 @@ impl Repo {
             ignored_dirs: HashSet::new(),
             matched: 0,
             matching_spent: false,
+            path_bytes: 0,
             failure: None,
         };
         scan.load_rules(None)?;
@@ -259,6 +260,8 @@ struct Scan<'a> {
     /// more.
     matched: u64,
     matching_spent: bool,
+    /// Bytes of the paths visited, against `tree::MAX_TOTAL_PATH_BYTES`.
+    path_bytes: usize,
     /// The first error, which ends the walk (a visitor cannot return one).
     failure: Option<GitError>,
 }
@@ -432,6 +435,14 @@ impl Scan<'_> {
 
     fn visit(&mut self, path: &WsPath, meta: &Meta) -> Result<Visit, GitError> {
         let bytes = path.as_bytes();
+        // Every path is held in the snapshot (and copied by the diff): bounded in all, as HEAD's
+        // tree is, since deep directories make each name kilobytes long.
+        self.path_bytes = self.path_bytes.saturating_add(bytes.len());
+        if self.path_bytes > crate::tree::MAX_TOTAL_PATH_BYTES {
+            return Err(GitError::WorkTreeTooLarge {
+                limit: crate::tree::MAX_TOTAL_PATH_BYTES,
+            });
+        }
         // Masked in every sandbox, so nothing a step did is there to record, and what is there
         // (a secret) is never the host's to read. HEAD's entries are kept after the walk.
         if self.guard.masks(bytes) {

@@ -192,6 +192,96 @@ fn refs_a_step_replaced_are_refused_never_followed_or_quoted() {
 }
 
 #[test]
+fn a_head_line_cordon_and_gitoxide_could_read_differently_is_refused() {
+    // `ref: refs/heads/main\u{3000}`: trimmed as Unicode whitespace it named `main`, which
+    // cordon checked, while gitoxide followed `main\u{3000}` and appended its reflog through a
+    // link the step had planted.
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    let git_dir = fx.path().join(".git");
+    let victim = fx.outside().join("canary.txt");
+    std::fs::write(&victim, format!("{CANARY}\n")).unwrap();
+    let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
+    let odd = "main\u{3000}";
+    std::fs::write(git_dir.join("refs/heads").join(odd), format!("{head}\n")).unwrap();
+    std::fs::create_dir_all(git_dir.join("logs/refs/heads")).unwrap();
+    std::os::unix::fs::symlink(&victim, git_dir.join("logs/refs/heads").join(odd)).unwrap();
+    std::fs::write(git_dir.join("HEAD"), format!("ref: refs/heads/{odd}\n")).unwrap();
+    fx.write("a.txt", "b\n");
+    let err = fx
+        .commit_with(&fx.guarded(writable()))
+        .expect_err("an odd HEAD line was followed");
+    assert!(!err.to_string().contains("canary"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        format!("{CANARY}\n")
+    );
+    // Control: HEAD as git writes it commits.
+    std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    assert!(fx.commit_with(&fx.guarded(writable())).unwrap().is_some());
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        format!("{CANARY}\n")
+    );
+}
+
+#[test]
+fn a_tree_object_past_its_bound_is_refused_from_its_header() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    // A loose tree of a few hundred kilobytes that inflates past 64 MiB, made HEAD's tree.
+    let git_dir = fx.path().join(".git");
+    let script = r#"
+import hashlib, os, sys, zlib
+git, parent = sys.argv[1], sys.argv[2]
+def put(kind, body):
+    raw = kind + b" " + str(len(body)).encode() + b"\0" + body
+    oid = hashlib.sha1(raw).hexdigest()
+    path = os.path.join(git, "objects", oid[:2], oid[2:])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(zlib.compress(raw, 9))
+    return oid
+tree = put(b"tree", b"\0" * ((64 << 20) + 1))
+commit = put(b"commit", f"tree {tree}\nparent {parent}\nauthor a <a@example.test> 0 +0000\ncommitter a <a@example.test> 0 +0000\n\nbig\n".encode())
+open(os.path.join(git, "refs/heads/main"), "w").write(commit + "\n")
+"#;
+    let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
+    let status = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&git_dir)
+        .arg(&head)
+        .status()
+        .expect("python3");
+    assert!(status.success());
+    let err = fx
+        .guarded(writable())
+        .diff(
+            &fx.view(),
+            &mut StatCache::default(),
+            PatchLimits::default(),
+        )
+        .expect_err("a tree of 64 MiB was read");
+    assert!(
+        err.to_string().contains("a tree object of 67108865 bytes"),
+        "{err}"
+    );
+    // Control: back on the ordinary commit, the diff is taken.
+    std::fs::write(git_dir.join("refs/heads/main"), format!("{head}\n")).unwrap();
+    assert!(
+        fx.guarded(writable())
+            .diff(
+                &fx.view(),
+                &mut StatCache::default(),
+                PatchLimits::default()
+            )
+            .is_ok()
+    );
+}
+
+#[test]
 fn a_chain_of_symbolic_refs_cannot_make_the_commit_write_through_a_reflog_link() {
     // HEAD → main → other, with other's reflog (or the directory it would be created in) a link
     // out: gitoxide would follow the chain and append to the host file.
@@ -536,6 +626,52 @@ fn a_head_commit_past_a_megabyte_is_refused_before_it_is_read() {
     git(fx.path(), &["commit", "-qam", "ordinary"]);
     fx.write("a.txt", "c\n");
     assert!(fx.commit_with(&repo).unwrap().is_some());
+}
+
+#[test]
+fn a_work_tree_of_deep_names_past_the_path_budget_is_refused() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("base");
+    // Twenty 200-byte directory names, then empty files: each path ~4 KiB, so 70,000 of them
+    // name more than 256 MiB of paths.
+    let mut deep = fx.path().to_path_buf();
+    for level in 0..20 {
+        deep.push(format!("{level:02}{}", "d".repeat(198)));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    let first = deep.join("f00000");
+    std::fs::write(&first, "x\n").unwrap();
+    let link = |count: usize| {
+        for i in 1..count {
+            std::fs::File::create(deep.join(format!("f{i:05}"))).unwrap();
+        }
+    };
+    // Control: a thousand of them are taken.
+    link(1_000);
+    let repo = fx.repo();
+    let diff = repo
+        .diff(
+            &fx.view(),
+            &mut StatCache::default(),
+            PatchLimits::default(),
+        )
+        .unwrap();
+    assert_eq!(diff.changes.len(), 1_000);
+    link(70_000);
+    match repo.diff(
+        &fx.view(),
+        &mut StatCache::default(),
+        PatchLimits::default(),
+    ) {
+        Err(err @ GitError::WorkTreeTooLarge { .. }) => {
+            assert!(
+                err.to_string().contains("268435456 bytes of paths"),
+                "{err}"
+            )
+        }
+        other => panic!("{:?}", other.map(|d| d.changes.len())),
+    }
 }
 
 #[test]
