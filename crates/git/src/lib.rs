@@ -19,6 +19,7 @@ mod error;
 mod fuzzing;
 mod identity;
 mod ignore;
+mod pack;
 mod refs;
 mod repo;
 mod tree;

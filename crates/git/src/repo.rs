@@ -79,6 +79,10 @@ struct Baseline {
     alternates: Option<Vec<u8>>,
     /// Entries (relative to the git or common directory, which the path says) absent at start.
     absent: Vec<String>,
+    /// When the run started (seconds since the epoch): packs whose inode changed since are
+    /// measured for delta chains (`None`, a baseline from before: every pack is).
+    #[serde(default)]
+    started: Option<i64>,
 }
 
 /// The repository of one run.
@@ -97,7 +101,14 @@ pub struct Repo {
     alternates: Option<Vec<u8>>,
     absent: Vec<PathBuf>,
     pinned: Vec<(PathBuf, (u64, u64))>,
+    /// When the run started (see `Baseline::started`).
+    started: Option<i64>,
+    /// Packs whose delta chains were measured (path, size, mtime), with a writable git dir.
+    packs_checked: std::cell::RefCell<std::collections::HashSet<PackKey>>,
 }
+
+/// A pack file as [`Repo::refuse_planted_objects`] saw it: path, size, mtime.
+type PackKey = (Vec<u8>, u64, (i64, u32));
 
 impl Repo {
     /// Opens the repository of the work tree `workspace`. `scratch` is the run's private
@@ -119,7 +130,7 @@ impl Repo {
         refuse_unsupported(config.as_deref())?;
         let alternates = read_alternates(&common_view)?;
         let baseline_file = scratch.map(|s| s.join("git-baseline.json"));
-        let (config, alternates, absent) = match baseline_file
+        let (config, alternates, absent, started) = match baseline_file
             .as_ref()
             .and_then(|file| std::fs::read(file).ok())
             .and_then(|b| serde_json::from_slice::<Baseline>(&b).ok())
@@ -128,6 +139,7 @@ impl Repo {
                 b.config,
                 b.alternates,
                 b.absent.into_iter().map(PathBuf::from).collect(),
+                b.started,
             ),
             None => {
                 let candidates = [
@@ -139,17 +151,24 @@ impl Repo {
                     .into_iter()
                     .filter(|p| std::fs::symlink_metadata(p).is_err())
                     .collect();
+                // A second early: a pack written in the same second as the start is measured too.
+                let started = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()
+                    .and_then(|d| i64::try_from(d.as_secs()).ok())
+                    .map(|secs| secs - 1);
                 let record = Baseline {
                     config: config.clone(),
                     alternates: alternates.clone(),
                     absent: absent.iter().map(|p| p.display().to_string()).collect(),
+                    started,
                 };
                 if let (Some(scratch), Some(file)) = (scratch, &baseline_file) {
                     std::fs::create_dir_all(scratch).map_err(GitError::io("create", scratch))?;
                     std::fs::write(file, serde_json::to_vec(&record).unwrap_or_default())
                         .map_err(GitError::io("write", file))?;
                 }
-                (config, alternates, absent)
+                (config, alternates, absent, started)
             }
         };
         let pinned = vec![
@@ -192,6 +211,8 @@ impl Repo {
             alternates,
             absent,
             pinned,
+            started,
+            packs_checked: Default::default(),
         })
     }
 
@@ -379,6 +400,7 @@ impl Repo {
             Some(_) => return Err(refused(&top)),
         }
         let mut pending = vec![top];
+        let mut packs = Vec::new();
         let mut seen = 0usize;
         while let Some(dir) = pending.pop() {
             let listing = self
@@ -397,10 +419,29 @@ impl Repo {
                     // Loose objects and packs sit in `objects/<dir>/`: a directory deeper than
                     // that is nothing git reads.
                     Kind::Directory if path.components().count() < 3 => pending.push(path),
+                    Kind::File
+                        if path.as_bytes().starts_with(b"objects/pack/")
+                            && path.as_bytes().ends_with(b".pack") =>
+                    {
+                        // The user's packs from before the run are the user's; one whose inode
+                        // changed since (ctime, which no process can set back) may be a step's.
+                        if self.started.is_none_or(|t| entry.meta.ctime.0 >= t) {
+                            packs.push((path, entry.meta.size, entry.meta.mtime));
+                        }
+                    }
                     Kind::File | Kind::Directory => {}
                     _ => return Err(refused(&path)),
                 }
             }
+        }
+        for (pack, size, mtime) in packs {
+            let key = (pack.as_bytes().to_vec(), size, mtime);
+            if self.packs_checked.borrow().contains(&key) {
+                continue;
+            }
+            let path = self.dirs.common_dir.join(pack.shown());
+            crate::pack::refuse_deep_chains(&path)?;
+            self.packs_checked.borrow_mut().insert(key);
         }
         Ok(())
     }
