@@ -239,3 +239,95 @@ async fn one_clients_hung_lookups_cannot_fail_another_clients() {
     assert_ne!(response.reason().as_deref(), Some("resolve_failed"));
     *released.lock().unwrap() = true;
 }
+
+/// Live TCP connections to or from `port` on loopback (listeners and TIME_WAIT left out): the
+/// proxy's sockets and its clients', whatever other tests in this process hold.
+fn live_connections(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port_of = |address: &str| {
+                address
+                    .rsplit(':')
+                    .next()
+                    .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+            };
+            fields.len() > 3
+                && !matches!(fields[3], "06" | "07" | "0A")
+                && (port_of(fields[1]) == Some(port) || port_of(fields[2]) == Some(port))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn under_the_default_limits_a_fresh_client_is_served_while_one_holds_its_share_and_600_heads_crawl()
+ {
+    // Each connection costs this process two descriptors (client and proxy side).
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let soft: usize = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        soft >= 2_000,
+        "this test opens ~1,500 descriptors; raise `ulimit -n` (now {soft}) to at least 2000"
+    );
+    let running = Setup::new().start().await;
+    let port = running.address.port();
+    // Client A holds its whole share (128) with heads it never finishes.
+    let mut held = Vec::new();
+    for _ in 0..Limits::default().max_per_client {
+        let mut stream = client_from(&running, "127.0.0.1").await;
+        stream
+            .write_all(b"GET http://a.test/ HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        held.push(stream);
+    }
+    // 600 slow heads from eight other clients, past the 512 slots in all.
+    let mut crawling = Vec::new();
+    for i in 0..600 {
+        let mut stream = client_from(&running, &format!("127.0.0.{}", 3 + i % 8)).await;
+        let _ = stream
+            .write_all(b"GET http://b.test/ HTTP/1.1\r\nX-Slow:")
+            .await;
+        crawling.push(stream);
+    }
+    // A fresh client is answered long before the normal 10 s head timeout would free a slot:
+    // the slots went scarce, so the heads that came late got the 1 s deadline.
+    let started = std::time::Instant::now();
+    let mut fresh = client_from(&running, "127.0.0.2").await;
+    let status = tokio::time::timeout(Duration::from_secs(5), ask(&mut fresh))
+        .await
+        .expect("the fresh client was not served while the slots were held");
+    assert_eq!(status, 403);
+    eprintln!("fresh client served after {:?}", started.elapsed());
+    // Control: A's share is really held — its next connection is turned away.
+    let mut over = client_from(&running, "127.0.0.1").await;
+    let response = tokio::time::timeout(PATIENCE, read_response(&mut over))
+        .await
+        .expect("answered");
+    assert_eq!(response.status, 429);
+    // Nothing leaks: with the clients gone, every connection (and its descriptors) is.
+    let open = live_connections(port);
+    assert!(open > 1_000, "control: {open} live connections while held");
+    drop((held, crawling, fresh, over));
+    assert!(
+        running.proxy.wait_idle(PATIENCE).await,
+        "connections left open"
+    );
+    let mut left = live_connections(port);
+    for _ in 0..100 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = live_connections(port);
+    }
+    assert_eq!(left, 0, "connections of the proxy's port still open");
+}
