@@ -166,6 +166,8 @@ pub struct Ready {
     lane: Option<cordon_egress::lane::LaneConfig>,
     /// `isolation.toolchains`, found on the host once for every session of the run.
     toolchains: cordon_sandbox::toolchain::Exposure,
+    /// The operator's `[env] pass` values, and the files they name.
+    passed: cordon_sandbox::environment::Passed,
     begin: Begin,
     /// The run to record (fresh runs), with the tooling snapshot.
     row: Option<(RunRow, ToolingSnapshot)>,
@@ -378,10 +380,59 @@ pub fn dry_run_refusals(
         .collect()
 }
 
+/// The operator's `[env] pass` with the host's values, and the files they name (exposed
+/// read-only). Refused when it names a variable the pipeline keeps from the sandbox — its API key
+/// variable or a secret's key — since passing it would hand every step what only the host (or
+/// the steps that list the secret) may hold.
+pub fn passed_env(
+    pipeline: &Pipeline,
+    policy: &OperatorPolicy,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<cordon_sandbox::environment::Passed, RunError> {
+    let mut kept: Vec<(String, String)> = pipeline
+        .secrets
+        .iter()
+        .map(|(name, cordon_pipeline::Secret::Env { key })| {
+            (
+                key.as_str().to_owned(),
+                format!("the key of the secret `{}`", name.as_str()),
+            )
+        })
+        .collect();
+    match &pipeline.llm {
+        Some(cordon_pipeline::Llm::OpenAi { api_key_env, .. }) => kept.push((
+            api_key_env
+                .as_ref()
+                .map_or("OPENAI_API_KEY", |k| k.as_str())
+                .to_owned(),
+            "the llm's `api_key_env`".to_owned(),
+        )),
+        Some(cordon_pipeline::Llm::Anthropic { api_key_env, .. }) => {
+            kept.push((
+                api_key_env.as_str().to_owned(),
+                "the llm's `api_key_env`".to_owned(),
+            ));
+        }
+        Some(cordon_pipeline::Llm::Replay { .. }) | None => {}
+    }
+    for name in &policy.env_pass {
+        if let Some((_, what)) = kept.iter().find(|(key, _)| key == name.as_str()) {
+            return Err(RunError::usage(format!(
+                "the operator policy's `[env] pass` names `{}`, which is {what}; it is never \
+                 passed to every sandbox — remove it from `pass`",
+                name.as_str()
+            )));
+        }
+    }
+    let names: Vec<&str> = policy.env_pass.iter().map(|n| n.as_str()).collect();
+    Ok(cordon_sandbox::environment::passed(&names, env))
+}
+
 /// The host toolchains `isolation.toolchains` names, found now: a missing one is exit 2 naming
 /// where cordon looked, before anything runs.
 pub fn toolchains(
     pipeline: &Pipeline,
+    workspace: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Result<cordon_sandbox::toolchain::Exposure, RunError> {
     use cordon_sandbox::toolchain::{self, HostFacts, Toolchain};
@@ -401,14 +452,16 @@ pub fn toolchains(
         })
         .collect::<Result<_, _>>()?;
     let home = cordon_sandbox::host_user().home;
-    toolchain::resolve(
-        &names,
-        &HostFacts {
-            home: &home,
-            var: env,
-        },
-    )
-    .map_err(|err| RunError::usage(format!("`isolation.toolchains`: {err}")))
+    let workspace = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    let facts = HostFacts {
+        home: &home,
+        var: env,
+        workspace: Some(&workspace),
+    };
+    toolchain::resolve(&names, &facts)
+        .map_err(|err| RunError::usage(format!("`isolation.toolchains`: {err}")))
 }
 
 fn has_commit(pipeline: &Pipeline) -> bool {
@@ -466,7 +519,8 @@ fn fresh(
     .map_err(|e| RunError::from(EngineError::from(e)))?;
     // The lane's key is read now, host-side: a missing one is exit 2 before anything runs.
     let lane = crate::lane::lane_config(&first.pipeline, request.env)?;
-    let toolchains = toolchains(&first.pipeline, request.env)?;
+    let toolchains = toolchains(&first.pipeline, &workspace_path, request.env)?;
+    let passed = passed_env(&first.pipeline, &operator.policy, request.env)?;
     let store = Store::open(request.state_dir)?;
     let run = cordon_store::new_run_id()?;
     let workspace = open_workspace(
@@ -518,6 +572,7 @@ fn fresh(
         operator,
         lane,
         toolchains,
+        passed,
         begin: Begin::Fresh(max_attempts),
         row: Some((row, snapshot)),
         refresh: request.refresh,
@@ -599,7 +654,8 @@ fn resume(
     })
     .map_err(|e| RunError::from(EngineError::from(e)))?;
     let lane = crate::lane::lane_config(&pipeline, request.env)?;
-    let toolchains = toolchains(&pipeline, request.env)?;
+    let toolchains = toolchains(&pipeline, &row.workspace, request.env)?;
+    let passed = passed_env(&pipeline, &operator.policy, request.env)?;
     let workspace = open_workspace(
         &row.workspace,
         &pipeline,
@@ -627,6 +683,7 @@ fn resume(
         operator,
         lane,
         toolchains,
+        passed,
         begin: if fresh {
             Begin::Fresh(max_attempts)
         } else {
@@ -720,7 +777,8 @@ impl Ready {
         let mut mask = vec![self.store.dir().to_path_buf()];
         mask.extend(self.operator.path.clone());
         let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask)
-            .with_toolchains(self.toolchains.clone());
+            .with_toolchains(self.toolchains.clone())
+            .with_passed(self.passed.clone());
         if needs_egress(&self.pipeline) || self.lane.is_some() {
             let mut egress = Egress::new(self.run, &self.operator.policy, drive.listening)
                 .map_err(|e| {

@@ -26,6 +26,8 @@ pub struct OperatorPolicy {
     pub resolve: Vec<(HostName, Vec<IpAddr>)>,
     pub grants: GrantBounds,
     pub limits: Limits,
+    /// Host variables copied into every sandbox (`[env] pass`), in the order written, each once.
+    pub env_pass: Vec<crate::EnvName>,
 }
 
 /// Bounds for plan-declared egress (`request_egress`); an empty `allow` grants nothing.
@@ -53,7 +55,15 @@ impl Default for Limits {
     }
 }
 
-const TOP_KEYS: &[&str] = &["deny", "allow_private", "resolve", "grants", "limits"];
+const TOP_KEYS: &[&str] = &[
+    "deny",
+    "allow_private",
+    "resolve",
+    "grants",
+    "limits",
+    "env",
+];
+const ENV_KEYS: &[&str] = &["pass"];
 const GRANT_KEYS: &[&str] = &["allow", "deny"];
 const LIMIT_KEYS: &[&str] = &["disk_warn", "disk_abort", "mem_warn"];
 
@@ -204,6 +214,36 @@ fn check(out: &mut FileSink<'_>, text: &str) -> Option<OperatorPolicy> {
                         format!("`disk_abort` ({}) must exceed `disk_warn` ({}); raise `disk_abort` or lower `disk_warn`", l.disk_abort, l.disk_warn),
                     );
                     ok = false;
+                }
+            }
+            None => ok = false,
+        }
+    }
+    if let Some(value) = table.get("env") {
+        match cx.table(out, value, "env") {
+            Some(env) => {
+                cx.unknown_keys(out, env, ENV_KEYS, "`[env]`");
+                if let Some(v) = env.get("pass") {
+                    let (texts, all) = cx.strings(out, v, "env.pass", "\"SSL_CERT_FILE\"");
+                    ok &= all;
+                    for (at, text) in texts {
+                        match crate::EnvName::parse(&text) {
+                            Some(name) if policy.env_pass.contains(&name) => {
+                                out.error(at, format!("`env.pass` lists `{text}` twice; keep one"));
+                                ok = false;
+                            }
+                            Some(name) => policy.env_pass.push(name),
+                            None => {
+                                out.error(
+                                    at,
+                                    "`env.pass` entries are variable NAMES (letters, digits and \
+                                     `_`), like `pass = [\"SSL_CERT_FILE\"]`; values come from the \
+                                     host's environment",
+                                );
+                                ok = false;
+                            }
+                        }
+                    }
                 }
             }
             None => ok = false,

@@ -2,6 +2,7 @@
 //! sandbox mounts are opened here, at configuration time, so later symlink swaps cannot redirect
 //! them.
 
+use std::ffi::OsString;
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -175,6 +176,9 @@ pub struct SessionConfig {
     /// read-only like `read_only`, their credential files masked, their `bin` directories in
     /// front of `PATH` and their variables set for every command.
     pub toolchains: crate::toolchain::Exposure,
+    /// The operator's `[env] pass` variables with their host values (see
+    /// [`crate::environment::passed`]); files they name belong in `read_only`.
+    pub passed: Vec<(OsString, OsString)>,
     /// Workspace-relative paths masked inside the sandbox (`isolation.hide`).
     pub hide: Vec<PathBuf>,
     /// Workspace-relative paths kept read-only inside the sandbox (a run's tooling files): each
@@ -205,6 +209,7 @@ impl SessionConfig {
             network: Network::None,
             read_only: Vec::new(),
             toolchains: crate::toolchain::Exposure::default(),
+            passed: Vec::new(),
             hide: Vec::new(),
             protect: Vec::new(),
             mask: Vec::new(),

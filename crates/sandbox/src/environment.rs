@@ -66,6 +66,9 @@ pub struct EnvInput {
     pub proxy: Option<SocketAddr>,
     /// The session's model lane, when the step has `model_lane: true` ([`LANE_ADDR`]).
     pub model_lane: Option<SocketAddr>,
+    /// The operator's `[env] pass` variables with their host values: after the host copies,
+    /// before what the step declares.
+    pub passed: Vec<(OsString, OsString)>,
     /// What the step declares (`env:`, `-e KEY=VALUE`, resolved secrets): it overrides
     /// everything above, `PATH` included.
     pub declared: Vec<(OsString, OsString)>,
@@ -95,6 +98,9 @@ pub fn build(input: &EnvInput) -> Vec<(OsString, OsString)> {
         if let Some(name) = COPIED_FROM_HOST.iter().find(|name| OsStr::new(name) == key) {
             set(name, value.clone());
         }
+    }
+    for (key, value) in &input.passed {
+        set(&key.to_string_lossy(), value.clone());
     }
     if let Some(proxy) = input.proxy {
         let url = OsString::from(format!("http://{proxy}"));
@@ -137,6 +143,28 @@ pub fn build(input: &EnvInput) -> Vec<(OsString, OsString)> {
         env.insert(key.clone(), value.clone());
     }
     env.into_iter().collect()
+}
+
+/// `[env] pass` variables with their values, and the files among the values.
+pub type Passed = (Vec<(OsString, OsString)>, Vec<PathBuf>);
+
+/// The operator's `[env] pass` names with the host's values (`var`), and the absolute paths
+/// among those values that name a regular file: exposed read-only at that path, so a CA bundle
+/// named by `SSL_CERT_FILE` is there to read. A name the host does not set is left out.
+pub fn passed(names: &[&str], var: &dyn Fn(&str) -> Option<OsString>) -> Passed {
+    let mut values = Vec::new();
+    let mut files = Vec::new();
+    for name in names {
+        let Some(value) = var(name) else {
+            continue;
+        };
+        let path = PathBuf::from(&value);
+        if path.is_absolute() && path.is_file() {
+            files.push(path);
+        }
+        values.push((OsString::from(name), value));
+    }
+    (values, files)
 }
 
 /// The session's runtime directory, `/run/user/<uid>` (`XDG_RUNTIME_DIR`).

@@ -57,6 +57,9 @@ pub struct HostFacts<'a> {
     pub home: &'a Path,
     /// The host's environment variable `name`.
     pub var: &'a dyn Fn(&str) -> Option<OsString>,
+    /// The workspace (resolved), which the sandbox writes: no toolchain root may lie in it or
+    /// be reached through it.
+    pub workspace: Option<&'a Path>,
 }
 
 /// What exposing toolchains adds to a session.
@@ -100,6 +103,16 @@ pub enum ToolchainError {
         path.display()
     )]
     TooLarge { name: &'static str, path: PathBuf },
+    #[error(
+        "the {name} toolchain's root {} is in the workspace (or reached through it), which the \
+         sandbox writes, so a step could point it anywhere; point {var} at a directory outside",
+        path.display()
+    )]
+    InWorkspace {
+        name: &'static str,
+        path: PathBuf,
+        var: &'static str,
+    },
 }
 
 /// The exposure of `toolchains`, in order; the first that cannot be exposed is the error.
@@ -109,13 +122,25 @@ pub fn resolve(
 ) -> Result<Exposure, ToolchainError> {
     let mut exposure = Exposure::default();
     let mut walked = 0usize;
+    // Compared resolved: a root written with `..`, relatively or through a link names what it
+    // resolves to, which is what is mounted.
+    let home = fs::canonicalize(facts.home).unwrap_or_else(|_| facts.home.to_path_buf());
     for &toolchain in toolchains {
         let found = find(toolchain, facts)?;
-        for root in &found.read_only {
-            if facts.home.starts_with(root) {
+        for (written, root) in &found.read_only {
+            if home.starts_with(root) {
                 return Err(ToolchainError::NotDedicated {
                     name: toolchain.name(),
                     path: root.clone(),
+                    var: found.var,
+                });
+            }
+            if let Some(workspace) = facts.workspace
+                && (root.starts_with(workspace) || written.starts_with(workspace))
+            {
+                return Err(ToolchainError::InWorkspace {
+                    name: toolchain.name(),
+                    path: written.clone(),
                     var: found.var,
                 });
             }
@@ -135,9 +160,10 @@ pub fn resolve(
     Ok(exposure)
 }
 
-/// One toolchain's parts on this host.
+/// One toolchain's parts on this host, every path resolved.
 struct Found {
-    read_only: Vec<PathBuf>,
+    /// Each root as written (absolute) and resolved.
+    read_only: Vec<(PathBuf, PathBuf)>,
     path: Vec<PathBuf>,
     env: Vec<(OsString, OsString)>,
     /// The variable that moves its root, for messages.
@@ -149,6 +175,14 @@ fn find(toolchain: Toolchain, facts: &HostFacts<'_>) -> Result<Found, ToolchainE
         (facts.var)(var)
             .filter(|v| !v.is_empty())
             .map_or_else(|| facts.home.join(default), PathBuf::from)
+    };
+    // (as written, resolved): what is mounted, checked, walked and named in the environment is
+    // the resolved path; a relative root is not found.
+    let resolved = |path: &Path| -> Option<(PathBuf, PathBuf)> {
+        if !path.is_absolute() {
+            return None;
+        }
+        fs::canonicalize(path).ok().map(|c| (path.to_path_buf(), c))
     };
     let not_found = |var: &'static str, looked: &[&Path]| ToolchainError::NotFound {
         name: toolchain.name(),
@@ -167,19 +201,35 @@ fn find(toolchain: Toolchain, facts: &HostFacts<'_>) -> Result<Found, ToolchainE
     };
     match toolchain {
         Toolchain::Rust => {
-            let rustup = root("RUSTUP_HOME", ".rustup");
-            let bin = root("CARGO_HOME", ".cargo").join("bin");
-            if !rustup.join("toolchains").is_dir() || !bin.join("cargo").is_file() {
-                return Err(not_found("RUSTUP_HOME and CARGO_HOME", &[&rustup, &bin]));
+            let var = "RUSTUP_HOME and CARGO_HOME";
+            let rustup_written = root("RUSTUP_HOME", ".rustup");
+            let cargo_written = root("CARGO_HOME", ".cargo");
+            let bin_written = cargo_written.join("bin");
+            let found = resolved(&rustup_written)
+                .zip(resolved(&bin_written))
+                .filter(|((_, rustup), (_, bin))| {
+                    rustup.join("toolchains").is_dir() && bin.join("cargo").is_file()
+                });
+            let Some((rustup, bin)) = found else {
+                return Err(not_found(var, &[&rustup_written, &bin_written]));
+            };
+            // A `bin` that resolves to cargo's home itself would expose its config and
+            // credentials.
+            if fs::canonicalize(&cargo_written).is_ok_and(|home| home == bin.1) {
+                return Err(ToolchainError::NotDedicated {
+                    name: "rust",
+                    path: bin.1,
+                    var,
+                });
             }
             Ok(Found {
                 env: env(&[
-                    ("RUSTUP_HOME", &rustup),
+                    ("RUSTUP_HOME", &rustup.1),
                     ("CARGO_HOME", Path::new(CARGO_HOME)),
                 ]),
-                read_only: vec![rustup, bin.clone()],
-                path: vec![bin],
-                var: "RUSTUP_HOME and CARGO_HOME",
+                path: vec![bin.1.clone()],
+                read_only: vec![rustup, bin],
+                var,
             })
         }
         Toolchain::Python => {
@@ -187,9 +237,18 @@ fn find(toolchain: Toolchain, facts: &HostFacts<'_>) -> Result<Found, ToolchainE
             let uv = (facts.var)("UV_PYTHON_INSTALL_DIR")
                 .filter(|v| !v.is_empty())
                 .map_or_else(|| facts.home.join(".local/share/uv/python"), PathBuf::from);
-            let has_pyenv = pyenv.join("versions").is_dir();
-            let has_uv = uv.is_dir();
-            if !has_pyenv && !has_uv {
+            let pyenv_found = resolved(&pyenv).filter(|(_, r)| r.join("versions").is_dir());
+            // uv's directory holds `cpython-…` (or `pypy-…`) installs; anything else is not one.
+            let uv_found = resolved(&uv).filter(|(_, r)| {
+                fs::read_dir(r).is_ok_and(|entries| {
+                    entries.flatten().take(10_000).any(|e| {
+                        let name = e.file_name();
+                        let name = name.as_bytes();
+                        name.starts_with(b"cpython-") || name.starts_with(b"pypy-")
+                    })
+                })
+            });
+            if pyenv_found.is_none() && uv_found.is_none() {
                 return Err(not_found("PYENV_ROOT", &[&pyenv, &uv]));
             }
             let mut found = Found {
@@ -198,37 +257,49 @@ fn find(toolchain: Toolchain, facts: &HostFacts<'_>) -> Result<Found, ToolchainE
                 env: Vec::new(),
                 var: "PYENV_ROOT",
             };
-            if has_pyenv {
-                found.path = vec![pyenv.join("shims"), pyenv.join("bin")];
-                found.env = env(&[("PYENV_ROOT", &pyenv)]);
+            if let Some(pyenv) = pyenv_found {
+                found.path = vec![pyenv.1.join("shims"), pyenv.1.join("bin")];
+                found.env = env(&[("PYENV_ROOT", &pyenv.1)]);
                 found.read_only.push(pyenv);
             }
-            if has_uv {
+            if let Some(uv) = uv_found {
                 found.read_only.push(uv);
             }
             Ok(found)
         }
         Toolchain::Node => {
-            let nvm = root("NVM_DIR", ".nvm");
-            let Some(bin) = nvm_default(&nvm) else {
+            let nvm_written = root("NVM_DIR", ".nvm");
+            let found =
+                resolved(&nvm_written).and_then(|nvm| nvm_default(&nvm.1).map(|bin| (nvm, bin)));
+            let Some((nvm, bin)) = found else {
                 return Err(not_found(
                     "NVM_DIR",
-                    &[&nvm.join("alias/default"), &nvm.join("versions/node")],
+                    &[
+                        &nvm_written.join("alias/default"),
+                        &nvm_written.join("versions/node"),
+                    ],
                 ));
             };
             Ok(Found {
-                env: env(&[("NVM_DIR", &nvm)]),
+                env: env(&[("NVM_DIR", &nvm.1)]),
                 read_only: vec![nvm],
                 path: vec![bin],
                 var: "NVM_DIR",
             })
         }
         Toolchain::Go => {
+            // A Go root has `bin/go` and its `VERSION` (or `src/runtime`): a `go` in
+            // `~/.local/bin` does not make `~/.local` one.
             let goroot = (facts.var)("GOROOT")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
-                .or_else(|| go_on_path(facts));
-            let Some(goroot) = goroot.filter(|r| r.join("bin/go").is_file()) else {
+                .or_else(|| go_on_path(facts))
+                .and_then(|r| resolved(&r))
+                .filter(|(_, r)| {
+                    r.join("bin/go").is_file()
+                        && (r.join("VERSION").is_file() || r.join("src/runtime").is_dir())
+                });
+            let Some(goroot) = goroot else {
                 return Err(not_found(
                     "GOROOT",
                     &[
@@ -238,8 +309,8 @@ fn find(toolchain: Toolchain, facts: &HostFacts<'_>) -> Result<Found, ToolchainE
                 ));
             };
             Ok(Found {
-                env: env(&[("GOROOT", &goroot)]),
-                path: vec![goroot.join("bin")],
+                env: env(&[("GOROOT", &goroot.1)]),
+                path: vec![goroot.1.join("bin")],
                 read_only: vec![goroot],
                 var: "GOROOT",
             })
@@ -255,7 +326,11 @@ fn nvm_default(nvm: &Path) -> Option<PathBuf> {
         let alias = nvm.join("alias").join(&name);
         let text = read_small(&alias)?;
         let text = text.trim();
-        if nvm.join("alias").join(text).is_file() && !text.contains("..") {
+        // An alias names another alias below `alias/` (`lts/jod`) or a version, never a path.
+        if text.starts_with('/') || text.split('/').any(|c| c == ".." || c.is_empty()) {
+            return None;
+        }
+        if nvm.join("alias").join(text).is_file() {
             name = text.to_owned();
             continue;
         }
@@ -280,15 +355,24 @@ fn nvm_default(nvm: &Path) -> Option<PathBuf> {
     None
 }
 
-/// A file of at most 256 bytes, as text.
+/// A regular file (not a link, FIFO or device) of at most 256 bytes, as text; opened without
+/// blocking and without following a link, so a file swapped for a FIFO cannot hang the host.
 fn read_small(path: &Path) -> Option<String> {
     use std::io::Read;
-    let mut text = String::new();
-    fs::File::open(path)
-        .ok()?
-        .take(256)
-        .read_to_string(&mut text)
+    use std::os::unix::fs::OpenOptionsExt;
+    if !fs::symlink_metadata(path).ok()?.file_type().is_file() {
+        return None;
+    }
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
         .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(256).read_to_string(&mut text).ok()?;
     Some(text)
 }
 
@@ -315,17 +399,22 @@ pub fn hidden_program(
         return None;
     }
     let path = (facts.var)("PATH")?;
+    let home = fs::canonicalize(facts.home).ok()?;
+    // Each `PATH` directory resolved (`..`, links), as the host would find the program.
     let found = std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute() && dir.starts_with(facts.home))
+        .filter(|dir| dir.is_absolute())
+        .filter_map(|dir| fs::canonicalize(dir).ok())
+        .filter(|dir| dir.starts_with(&home))
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())?;
-    let relative = found.strip_prefix(facts.home).ok()?;
+    let relative = found.strip_prefix(&home).ok()?;
     let top = relative.components().next()?.as_os_str().to_str()?;
     let toolchain = match top {
         ".cargo" | ".rustup" => Some(Toolchain::Rust),
         ".pyenv" => Some(Toolchain::Python),
         ".nvm" => Some(Toolchain::Node),
-        "go" | "sdk" => Some(Toolchain::Go),
+        "sdk" => Some(Toolchain::Go),
+        // `~/go/bin` holds Go's module binaries, not a Go root: its directory is the fix.
         _ => None,
     };
     Some((found, toolchain))
@@ -333,10 +422,11 @@ pub fn hidden_program(
 
 /// Whether `name` is a credential file masked inside toolchain trees (§18).
 pub fn is_credential(name: &OsStr) -> bool {
-    let name = name.as_bytes();
+    let name = name.as_bytes().to_ascii_lowercase();
     name.ends_with(b"npmrc")
         || name == b".netrc"
         || name.starts_with(b"credentials")
+        || name == b".git-credentials"
         || name == b"pip.conf"
         || name == b".pypirc"
 }
@@ -357,13 +447,25 @@ fn credentials(root: &Path, masks: &mut Vec<PathBuf>, walked: &mut usize) -> Res
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() {
+            let credential = is_credential(&entry.file_name());
+            if kind.is_dir() && credential {
+                // A directory of credentials (`credentials/token`) is masked whole.
+                masks.push(entry.path());
+            } else if kind.is_dir() {
                 if depth + 1 > MAX_DEPTH {
                     return Err(());
                 }
                 stack.push((entry.path(), depth + 1));
-            } else if kind.is_file() && is_credential(&entry.file_name()) {
+            } else if kind.is_file() && credential {
                 masks.push(entry.path());
+            } else if kind.is_symlink() && credential {
+                // A link named like a credential: what it points to is masked (a bind over the
+                // link itself would follow it anyway).
+                if let Ok(target) = fs::canonicalize(entry.path())
+                    && target.starts_with(root)
+                {
+                    masks.push(target);
+                }
             }
         }
     }

@@ -79,6 +79,7 @@ fn toolchains() -> String {
     let facts = HostFacts {
         home: &home,
         var: &var,
+        workspace: None,
     };
     let mut out = String::from("\ntoolchains (for isolation.toolchains and --toolchain):\n");
     for name in Toolchain::ALL {

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use cordon_egress::Mode;
 use cordon_egress::proxy::Identity;
+use cordon_protocol::text::escape_line;
 use cordon_sandbox::cgroup::{self, Caps};
 use cordon_sandbox::{
     ExecRequest, ExitStatus, InitProgram, InitStart, Network, Session, SessionConfig, Starting,
@@ -221,7 +222,13 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     let mut config = SessionConfig::new(Workspace::open(&workspace)?, starting.program().clone());
     config.network = network;
     config.read_only = args.read_only;
-    config.toolchains = toolchains(&args.toolchain)?;
+    config.toolchains = toolchains(&args.toolchain, config.workspace.path())?;
+    // The operator's `[env] pass`: host values in, the files they name read-only.
+    let names: Vec<&str> = built.env_pass.iter().map(|n| n.as_str()).collect();
+    let (passed, files) =
+        cordon_sandbox::environment::passed(&names, &|name| std::env::var_os(name));
+    config.passed = passed;
+    config.read_only.extend(files);
     config.mask = private_paths();
     if let Some(file) = &args.egress.policy {
         // The operator policy is never inside the workspace, where the command could change
@@ -315,28 +322,40 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     match outcome.status {
         ExitStatus::NotFound => {
             let home = cordon_sandbox::host_user().home;
+            let home = home.canonicalize().unwrap_or(home);
             let var = |name: &str| std::env::var_os(name);
             let facts = cordon_sandbox::toolchain::HostFacts {
                 home: &home,
                 var: &var,
+                workspace: None,
             };
             match cordon_sandbox::toolchain::hidden_program(program, &facts) {
                 Some((path, toolchain)) => {
+                    let dir = path.parent().unwrap_or(Path::new("/"));
+                    // Never the home itself (or an ancestor): that would expose all of it.
                     let fix = match toolchain {
-                        Some(toolchain) => format!("--toolchain {}", toolchain.name()),
-                        None => {
-                            format!("--ro {}", path.parent().unwrap_or(Path::new("/")).display())
+                        Some(toolchain) => {
+                            format!("expose it with `--toolchain {}`", toolchain.name())
                         }
+                        None if home.starts_with(dir) => {
+                            "move it to a directory of its own and expose that with `--ro DIR`"
+                                .to_owned()
+                        }
+                        None => format!(
+                            "expose it with `--ro {}`",
+                            escape_line(&dir.display().to_string())
+                        ),
                     };
                     eprintln!(
-                        "cordon: `{program}` not found in the sandbox; the host has it at {}, in \
-                         the home directory the sandbox hides: expose it with `{fix}`",
-                        path.display()
+                        "cordon: `{}` not found in the sandbox; the host has it at {}, in the \
+                         home directory the sandbox hides: {fix}",
+                        escape_line(program),
+                        escape_line(&path.display().to_string())
                     );
                 }
                 None => eprintln!(
-                    "cordon: `{program}` not found in the sandbox (check PATH and the mounted \
-                     paths)"
+                    "cordon: `{}` not found in the sandbox (check PATH and the mounted paths)",
+                    escape_line(program)
                 ),
             }
         }
@@ -351,7 +370,10 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
 }
 
 /// The exposure of the `--toolchain` names, found on the host now.
-fn toolchains(names: &[String]) -> anyhow::Result<cordon_sandbox::toolchain::Exposure> {
+fn toolchains(
+    names: &[String],
+    workspace: &Path,
+) -> anyhow::Result<cordon_sandbox::toolchain::Exposure> {
     use cordon_sandbox::toolchain::{self, HostFacts, Toolchain};
     let mut wanted = Vec::new();
     for name in names {
@@ -367,14 +389,12 @@ fn toolchains(names: &[String]) -> anyhow::Result<cordon_sandbox::toolchain::Exp
     }
     let home = cordon_sandbox::host_user().home;
     let var = |name: &str| std::env::var_os(name);
-    toolchain::resolve(
-        &wanted,
-        &HostFacts {
-            home: &home,
-            var: &var,
-        },
-    )
-    .map_err(|err| anyhow::anyhow!("`--toolchain`: {err}"))
+    let facts = HostFacts {
+        home: &home,
+        var: &var,
+        workspace: Some(workspace),
+    };
+    toolchain::resolve(&wanted, &facts).map_err(|err| anyhow::anyhow!("`--toolchain`: {err}"))
 }
 
 fn parse_variable(pair: &str) -> anyhow::Result<(String, String)> {

@@ -63,6 +63,8 @@ pub struct PolicyArgs {
 pub struct Built {
     pub spec: PolicySpec,
     pub resolve: StaticResolver,
+    /// The operator policy's `[env] pass` names (for `cordon exec`'s sandbox).
+    pub env_pass: Vec<cordon_pipeline::EnvName>,
 }
 
 impl PolicyArgs {
@@ -127,6 +129,7 @@ impl PolicyArgs {
                 listening: Vec::new(),
             },
             resolve,
+            env_pass: operator.env_pass,
         })
     }
 }

@@ -581,3 +581,53 @@ fn a_workspace_the_user_cannot_read_is_refused_with_the_fix() {
     let out = command.output().expect("run cordon exec");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn the_operators_env_pass_reaches_the_sandbox_with_the_files_it_names_read_only() {
+    let ws = workspace();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "corporate root\n").expect("write");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[env]\npass = [\"CORDON_PASS_TEST\", \"CORDON_CA\", \"CORDON_UNSET_HERE\"]\n",
+    )
+    .expect("write");
+    let script = "echo \"pass=$CORDON_PASS_TEST\"; cat \"$CORDON_CA\"; \
+                  (echo x >> \"$CORDON_CA\") 2>/dev/null && echo wrote || echo read-only; \
+                  echo \"unset=${CORDON_UNSET_HERE-none}\"; echo \"other=${CORDON_OTHER-none}\"";
+    let run = |with_policy: bool| {
+        let mut command = cordon();
+        command.arg("exec").arg("-w").arg(ws.path());
+        if with_policy {
+            command.arg(format!("--policy={}", policy.display()));
+        }
+        command
+            .args(["--", "sh", "-c", script])
+            .env("CORDON_PASS_TEST", "hello")
+            .env("CORDON_CA", &ca)
+            .env("CORDON_OTHER", "not passed")
+            .env_remove("CORDON_UNSET_HERE")
+            .output()
+            .expect("cordon exec")
+    };
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "pass=hello\ncorporate root\nread-only\nunset=none\nother=none\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ca).expect("read"),
+        "corporate root\n"
+    );
+    // Control: without the policy neither the variable nor the file reaches the sandbox.
+    let out = run(false);
+    assert!(
+        text(&out.stdout).starts_with("pass=\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!text(&out.stdout).contains("corporate root"));
+}

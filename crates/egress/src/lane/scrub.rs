@@ -27,6 +27,7 @@ impl Scrub {
     pub(crate) fn whole(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = bytes.to_vec();
         mask(&mut out, &self.needle);
+        mask_tail(&mut out, &self.needle);
         out
     }
 
@@ -49,7 +50,24 @@ impl Scrub {
 
     /// What is still held at the end of the stream (never a whole secret).
     pub(crate) fn finish(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.held)
+        let mut rest = std::mem::take(&mut self.held);
+        mask_tail(&mut rest, &self.needle);
+        rest
+    }
+}
+
+/// The shortest start of the secret masked where a text ends: an upstream that echoes a
+/// request cut at a fixed size could otherwise hand back all of the key but its last bytes.
+const MASKED_PREFIX: usize = 8;
+
+/// Masks the end of `buffer` when it is the first [`MASKED_PREFIX`] or more bytes of `needle`.
+fn mask_tail(buffer: &mut [u8], needle: &[u8]) {
+    let longest = (MASKED_PREFIX..needle.len().min(buffer.len() + 1))
+        .rev()
+        .find(|&n| buffer.ends_with(&needle[..n]));
+    if let Some(n) = longest {
+        let len = buffer.len();
+        buffer[len - n..].fill(b'*');
     }
 }
 
@@ -111,5 +129,23 @@ mod tests {
         assert_eq!(scrub.finish(), b"");
         assert_eq!(Scrub::new(b"").piece(b"anything"), b"anything");
         assert_eq!(Scrub::new(b"key").whole(b"a key, key"), b"a ***, ***");
+    }
+
+    #[test]
+    fn a_text_ending_in_most_of_the_secret_has_that_end_masked() {
+        let secret = "sk-REALKEY-0123456789abcdef";
+        // The key cut one byte short at the end of a stream, or of a header value.
+        assert_eq!(
+            streamed(secret, "data: tail sk-REALKEY-0123456789abcde", &[12]),
+            "data: tail **************************"
+        );
+        let scrub = Scrub::new(secret.as_bytes());
+        assert_eq!(
+            scrub.whole(b"echo sk-REALKEY-01"),
+            b"echo *************".to_vec()
+        );
+        // Control: a short coincidence (fewer than eight bytes) is left as it was.
+        assert_eq!(streamed(secret, "thanks, sk-RE", &[3]), "thanks, sk-RE");
+        assert_eq!(scrub.whole(b"ask"), b"ask".to_vec());
     }
 }

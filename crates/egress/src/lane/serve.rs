@@ -221,6 +221,35 @@ async fn forward(
             return reply(stream, &refusal).await;
         }
     };
+    // The lane asks for `identity`: a compressed answer could carry the key where masking
+    // cannot see it, so it is refused rather than passed on.
+    let encoding = response
+        .headers()
+        .get(reqwest::header::CONTENT_ENCODING)
+        .map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .trim()
+                .to_ascii_lowercase()
+        });
+    if let Some(encoding) = encoding.filter(|e| !e.is_empty() && e != "identity") {
+        call.status = 502;
+        call.latency = started.elapsed();
+        sink.response(&call);
+        let refusal = Refusal {
+            status: 502,
+            reason: "connect_failed",
+            message: format!(
+                "the model lane's upstream answered with `Content-Encoding: {}`, which the lane \
+                 cannot check for the key (it asks for identity)",
+                encoding
+                    .chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || ", -_".contains(*c))
+                    .take(40)
+                    .collect::<String>()
+            ),
+        };
+        return reply(stream, &refusal).await;
+    }
     call.status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -278,7 +307,11 @@ const DROPPED: &[&str] = &[
     "x-method-override",
     "x-original-method",
     "x-original-url",
+    "x-original-uri",
     "x-rewrite-url",
+    "x-forwarded-uri",
+    "x-forwarded-path",
+    "x-envoy-original-path",
 ];
 
 /// The client's headers minus [`DROPPED`] and whatever its `Connection` header names, plus the
@@ -289,7 +322,10 @@ fn upstream_headers(headers: &[head::Header], auth: &LaneAuth) -> HeaderMap {
     for header in headers {
         let (name, value) = (&header.name, &header.value);
         let lower = name.to_ascii_lowercase();
-        if DROPPED.contains(&lower.as_str()) || head::is_hop_by_hop(header, &named_by_connection) {
+        // CGI-style gateways read `x_original_url` as `X-Original-URL`: compared with `_` as `-`.
+        let spelled = lower.replace('_', "-");
+        if DROPPED.contains(&spelled.as_str()) || head::is_hop_by_hop(header, &named_by_connection)
+        {
             continue;
         }
         if let (Ok(name), Ok(value)) = (
@@ -462,6 +498,9 @@ mod tests {
             ("X-HTTP-Method-Override", b"DELETE"),
             ("X-Original-URL", b"/v1/files"),
             ("X-Rewrite-URL", b"/v1/files"),
+            ("x_http_method_override", b"DELETE"),
+            ("X_Original_URL", b"/v1/files"),
+            ("X-Envoy-Original-Path", b"/v1/files"),
             ("Proxy-Authorization", b"Basic eA=="),
         ]
         .into_iter()
@@ -482,6 +521,9 @@ mod tests {
             "x-http-method-override",
             "x-original-url",
             "x-rewrite-url",
+            "x_http_method_override",
+            "x_original_url",
+            "x-envoy-original-path",
             "proxy-authorization",
         ] {
             assert!(bearer.get(overriding).is_none(), "{overriding}");

@@ -43,7 +43,10 @@ struct Burst {
 pub struct Coalescer {
     open: HashMap<Key, Burst>,
     cap: usize,
+    /// Records kept: allow decisions apart from the rest, each against the cap, so a flood of
+    /// refusals cannot leave the connections it did open unrecorded.
     passed: usize,
+    passed_allows: usize,
     dropped: u64,
     last_sweep: Option<Instant>,
 }
@@ -55,9 +58,19 @@ impl Coalescer {
             open: HashMap::new(),
             cap,
             passed: 0,
+            passed_allows: 0,
             dropped: 0,
             last_sweep: None,
         }
+    }
+
+    /// Whether `record` must be refused rather than admitted: an allow decision once the allow
+    /// budget is spent. A connection that could not be recorded is not opened (the sink answers
+    /// with an error, which drops it).
+    pub fn refuses(&self, kind: AuditKind, record: &AuditRecord) -> bool {
+        kind == AuditKind::Decision
+            && record.decision == AuditDecision::Allow
+            && self.passed_allows >= self.cap
     }
 
     /// Takes `record`, made at `now`; returns what to store now, oldest first.
@@ -158,8 +171,15 @@ impl Coalescer {
     fn capped(&mut self, records: Vec<(AuditKind, AuditRecord)>) -> Vec<(AuditKind, AuditRecord)> {
         let mut kept = Vec::with_capacity(records.len());
         for record in records {
-            if self.passed < self.cap {
-                self.passed += 1;
+            let allow =
+                record.0 == AuditKind::Decision && record.1.decision == AuditDecision::Allow;
+            let passed = if allow {
+                &mut self.passed_allows
+            } else {
+                &mut self.passed
+            };
+            if *passed < self.cap {
+                *passed += 1;
                 kept.push(record);
             } else {
                 self.dropped += record.1.count;
@@ -264,11 +284,19 @@ mod tests {
         kept += c.admit(AuditKind::Decision, &denied, t0).len();
         // The merged repeat comes out with the next record after the window: two records.
         kept += c
-            .admit(AuditKind::Decision, &record("b.test", None), t0 + WINDOW)
+            .admit(
+                AuditKind::Decision,
+                &record("b.test", Some("not_allowed")),
+                t0 + WINDOW,
+            )
             .len();
         assert_eq!(kept, 3);
         kept += c
-            .admit(AuditKind::Decision, &record("c.test", None), t0 + WINDOW)
+            .admit(
+                AuditKind::Decision,
+                &record("c.test", Some("not_allowed")),
+                t0 + WINDOW,
+            )
             .len();
         assert_eq!(kept, 3, "the cap of 3 holds");
         assert_eq!(c.finish().1, 1);
@@ -295,5 +323,33 @@ mod tests {
         let (held, dropped) = c.finish();
         assert_eq!(kept + held.len(), 3);
         assert_eq!(dropped, 7 + 5);
+    }
+
+    #[test]
+    fn a_flood_of_refusals_never_leaves_an_allowed_connection_unrecorded() {
+        let mut c = Coalescer::new(3);
+        let t0 = Instant::now();
+        // Refusals to distinct names spend their budget...
+        for i in 0..10 {
+            let denied = record(&format!("d{i}.test"), Some("not_allowed"));
+            assert!(!c.refuses(AuditKind::Decision, &denied));
+            c.admit(AuditKind::Decision, &denied, t0);
+        }
+        // ...not the allowed connections': they are still recorded.
+        let allowed = record("ok.test", None);
+        assert!(!c.refuses(AuditKind::Decision, &allowed));
+        assert_eq!(c.admit(AuditKind::Decision, &allowed, t0).len(), 1);
+        for i in 0..2 {
+            let allowed = record(&format!("ok{i}.test"), None);
+            assert!(!c.refuses(AuditKind::Decision, &allowed));
+            c.admit(AuditKind::Decision, &allowed, t0);
+        }
+        // Past their own budget a new allowed connection is refused (the sink fails, the proxy
+        // drops it) rather than opened unrecorded; a refusal is still only counted.
+        assert!(c.refuses(AuditKind::Decision, &record("late.test", None)));
+        assert!(!c.refuses(
+            AuditKind::Decision,
+            &record("late.test", Some("not_allowed"))
+        ));
     }
 }

@@ -136,7 +136,15 @@ async fn read_head(
         }
     }
     let started = if first { accepted } else { Instant::now() };
-    let deadline = tokio::time::Instant::from_std(started + timing.head);
+    // A later head that starts while slots are scarce gets the scarce deadline too: otherwise a
+    // kept-alive connection trickling one byte of each head keeps its slot for the full head
+    // timeout, round after round.
+    let head_timeout = if !first && shared.scarce() {
+        limits.scarce_head_timeout.min(timing.head)
+    } else {
+        timing.head
+    };
+    let deadline = tokio::time::Instant::from_std(started + head_timeout);
     loop {
         match head::parse_request(reader.buffered()) {
             // The bound holds however the bytes arrived: one large read can hold a whole head.
@@ -159,7 +167,7 @@ async fn read_head(
         match tokio::time::timeout_at(deadline, reader.fill(limits.max_head_bytes)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return HeadRead::Closed,
             Ok(Ok(_)) => {}
-            Err(_) => return HeadRead::Refuse(timed_out(timing.head)),
+            Err(_) => return HeadRead::Refuse(timed_out(head_timeout)),
         }
     }
 }

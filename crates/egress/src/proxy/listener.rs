@@ -244,14 +244,22 @@ impl Proxy {
                 Some(permit) => permit,
                 None => {
                     // Every slot is taken and a client is waiting (this one, the only connection
-                    // held beyond the limit): idle keep-alive connections give theirs up first.
-                    self.shared.pressure.notify_waiters();
-                    tokio::select! {
-                        () = signal.fired() => break,
-                        permit = Arc::clone(&self.shared.permits).acquire_owned() => match permit {
-                            Ok(p) => p,
-                            Err(_) => break,
-                        },
+                    // held beyond the limit): idle keep-alive connections give theirs up first —
+                    // told again every 100 ms while it waits, so one that went idle after the
+                    // first call gives its slot up too.
+                    let acquire = Arc::clone(&self.shared.permits).acquire_owned();
+                    tokio::pin!(acquire);
+                    let permit = loop {
+                        self.shared.pressure.notify_waiters();
+                        tokio::select! {
+                            () = signal.fired() => break None,
+                            permit = &mut acquire => break permit.ok(),
+                            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                        }
+                    };
+                    match permit {
+                        Some(permit) => permit,
+                        None => break,
                     }
                 }
             };

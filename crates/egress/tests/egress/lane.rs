@@ -55,7 +55,14 @@ fn echo_upstream() -> (String, Arc<Mutex<Vec<String>>>) {
                     .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
                     .unwrap_or("")
                     .to_owned();
-                if head.starts_with("POST /v1/responses") {
+                if head.to_ascii_lowercase().contains("x-compress: yes") {
+                    // Compressed although asked for identity (the bytes need not be gzip).
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{head}",
+                        head.len()
+                    );
+                } else if head.starts_with("POST /v1/responses") {
                     let _ = write!(
                         stream,
                         "HTTP/1.1 200 OK\r\nX-Echo: {auth}\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
@@ -150,10 +157,25 @@ fn an_upstream_echoing_the_request_never_hands_the_real_key_back() {
 }
 
 #[test]
+fn a_compressed_answer_is_refused_since_its_key_could_not_be_masked() {
+    let (url, _seen) = echo_upstream();
+    let lane = serve(&url);
+    let answer = call(
+        &lane.address,
+        &post("/v1/chat/completions", "X-Compress: yes\r\n"),
+    );
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert!(answer.contains("Content-Encoding: gzip"), "{answer}");
+    assert!(!answer.contains(KEY), "{answer}");
+    // Control: the same call answered uncompressed passes.
+    assert!(call(&lane.address, &post("/v1/chat/completions", "")).starts_with("HTTP/1.1 200"));
+}
+
+#[test]
 fn method_and_url_overrides_never_reach_the_upstream() {
     let (url, seen) = echo_upstream();
     let lane = serve(&url);
-    let overrides = "X-HTTP-Method-Override: DELETE\r\nX-Original-URL: /v1/files\r\nX-Rewrite-URL: /v1/files\r\nX-Method-Override: GET\r\nX-Kept: yes\r\n";
+    let overrides = "X-HTTP-Method-Override: DELETE\r\nX-Original-URL: /v1/files\r\nX-Rewrite-URL: /v1/files\r\nX-Method-Override: GET\r\nx_original_url: /v1/files\r\nX-Forwarded-Uri: /v1/files\r\nX-Kept: yes\r\n";
     let answer = call(&lane.address, &post("/v1/chat/completions", overrides));
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let seen = seen.lock().unwrap().clone();
@@ -163,6 +185,8 @@ fn method_and_url_overrides_never_reach_the_upstream() {
         "x-original-url",
         "x-rewrite-url",
         "x-method-override",
+        "x_original_url",
+        "x-forwarded-uri",
     ] {
         assert!(!head.contains(name), "{name} was forwarded: {head}");
     }

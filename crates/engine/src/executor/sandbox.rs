@@ -25,6 +25,8 @@ pub struct SandboxExecutor {
     egress: Option<Arc<Egress>>,
     /// The host toolchains exposed in every session (`isolation.toolchains`).
     toolchains: cordon_sandbox::toolchain::Exposure,
+    /// The operator's `[env] pass` values and the files they name.
+    passed: cordon_sandbox::environment::Passed,
 }
 
 impl SandboxExecutor {
@@ -35,7 +37,14 @@ impl SandboxExecutor {
             mask,
             egress: None,
             toolchains: cordon_sandbox::toolchain::Exposure::default(),
+            passed: (Vec::new(), Vec::new()),
         }
+    }
+
+    /// Sets the operator's `[env] pass` values in every session, the files they name read-only.
+    pub fn with_passed(mut self, passed: cordon_sandbox::environment::Passed) -> SandboxExecutor {
+        self.passed = passed;
+        self
     }
 
     /// Exposes `toolchains` in every session.
@@ -70,6 +79,8 @@ impl Executor for SandboxExecutor {
         config.network = Network::None;
         config.read_only.clone_from(&spec.read_only);
         config.toolchains.clone_from(&self.toolchains);
+        config.passed.clone_from(&self.passed.0);
+        config.read_only.extend(self.passed.1.iter().cloned());
         config.hide.clone_from(&spec.hide);
         config.protect.clone_from(&spec.protect);
         config.mask.clone_from(&self.mask);

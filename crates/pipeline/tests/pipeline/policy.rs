@@ -35,8 +35,14 @@ deny = []
 disk_warn = 85
 disk_abort = 95
 mem_warn = 90
+[env]
+pass = ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"]
 "#;
     let p = policy::parse("policy.toml", text).expect("valid");
+    assert_eq!(
+        p.env_pass.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+        ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"]
+    );
     assert_eq!(
         p.deny.iter().map(ToString::to_string).collect::<Vec<_>>(),
         ["*.corp.example:*"],
@@ -82,7 +88,7 @@ fn unknown_keys_are_errors_with_line_and_column() {
 fn values_are_checked() {
     check(
         "policy_values",
-        "deny = [\"10.0.0.1\", \"*.com\"]\nallow_private = [\"10.0.0.0/33\", 5]\n[resolve]\n\"registry.example\" = \"not-an-ip\"\n\"10.0.0.1\" = \"10.0.0.2\"\n[grants]\nallow = \"*.example.com\"\ndeny = [\"example.com:99999\"]\n[limits]\ndisk_warn = 95\ndisk_abort = 90\nmem_warn = 101\n",
+        "deny = [\"10.0.0.1\", \"*.com\"]\nallow_private = [\"10.0.0.0/33\", 5]\n[resolve]\n\"registry.example\" = \"not-an-ip\"\n\"10.0.0.1\" = \"10.0.0.2\"\n[grants]\nallow = \"*.example.com\"\ndeny = [\"example.com:99999\"]\n[limits]\ndisk_warn = 95\ndisk_abort = 90\nmem_warn = 101\n[env]\npass = [\"GOOD\", \"1BAD\", \"GOOD\", 7]\nextra = 1\n",
     );
 }
 

@@ -20,6 +20,7 @@ fn input(host: &[(&str, &str)], declared: &[(&str, &str)]) -> EnvInput {
         proxy: None,
         model_lane: None,
         declared: pairs(declared),
+        passed: Vec::new(),
         path_prefix: Vec::new(),
         forced: Vec::new(),
     }
@@ -221,4 +222,54 @@ fn toolchain_directories_go_in_front_of_path_and_their_variables_win() {
         path,
         Some(OsString::from(format!("/a/bin:/b/bin:{}", BASE[2].1)))
     );
+}
+
+#[test]
+fn passed_variables_come_after_the_host_copies_and_before_the_step() {
+    let mut with_pass = input(
+        &[("LANG", "C"), ("SSL_CERT_FILE", "/ignored")],
+        &[("NODE_EXTRA_CA_CERTS", "/step/ca.pem")],
+    );
+    with_pass.passed = pairs(&[
+        ("SSL_CERT_FILE", "/etc/corp/ca.pem"),
+        ("NODE_EXTRA_CA_CERTS", "/etc/corp/ca.pem"),
+        ("LANG", "de_DE.UTF-8"),
+    ]);
+    let env = build(&with_pass);
+    let get = |key: &str| {
+        env.iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+    };
+    assert_eq!(get("SSL_CERT_FILE").as_deref(), Some("/etc/corp/ca.pem"));
+    assert_eq!(
+        get("LANG").as_deref(),
+        Some("de_DE.UTF-8"),
+        "over the host copy"
+    );
+    assert_eq!(
+        get("NODE_EXTRA_CA_CERTS").as_deref(),
+        Some("/step/ca.pem"),
+        "the step's own wins"
+    );
+}
+
+#[test]
+fn passed_values_naming_files_are_exposed_and_unset_names_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "pem").unwrap();
+    let host = [
+        ("CA", ca.clone().into_os_string()),
+        ("DIR", dir.path().as_os_str().to_owned()),
+        ("RELATIVE", OsString::from("ca.pem")),
+    ];
+    let var = |name: &str| {
+        host.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let (values, files) = super::passed(&["CA", "DIR", "RELATIVE", "UNSET"], &var);
+    assert_eq!(values.len(), 3);
+    assert_eq!(files, [ca]);
 }

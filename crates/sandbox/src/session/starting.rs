@@ -159,6 +159,7 @@ impl Starting {
         session.workspace = config.workspace.path().to_path_buf();
         session.env.host = std::env::vars_os().collect();
         session.env.path_prefix = config.toolchains.path.clone();
+        session.env.passed = config.passed.clone();
         session.env.forced = config.toolchains.env.clone();
         session.setup = SetupState::Pending { report };
         Ok(session)

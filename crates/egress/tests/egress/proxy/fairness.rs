@@ -155,6 +155,43 @@ async fn idle_keep_alive_connections_give_up_their_slots_first() {
     );
 }
 
+#[tokio::test]
+async fn kept_alive_connections_trickling_their_next_heads_cannot_hold_scarce_slots() {
+    let upstream = Upstream::start(Answer::Http).await;
+    let port = upstream.port();
+    let running = Setup::new()
+        .upstream(port)
+        .limits(|l| {
+            l.max_connections = 4;
+            l.max_per_client = 4;
+            l.idle_timeout = Duration::from_secs(600);
+            l.head_timeout = Duration::from_secs(600);
+            l.scarce_head_timeout = Duration::from_millis(200);
+        })
+        .start()
+        .await;
+    // Four kept-alive connections, each answered once, then sending one byte of its next head
+    // (no longer idle, so pressure alone would not reclaim them) and nothing more.
+    let mut trickling = Vec::new();
+    for _ in 0..4 {
+        let (mut stream, response) = exchange(
+            &running,
+            &format!("GET http://127.0.0.1:{port}/ HTTP/1.1\r\n\r\n"),
+        )
+        .await;
+        assert_eq!(response.status, 200, "control: the request was served");
+        stream.write_all(b"G").await.unwrap();
+        trickling.push(stream);
+    }
+    assert_eq!(running.proxy.open_connections(), 4, "every slot is held");
+    let mut fresh = client_from(&running, "127.0.0.2").await;
+    assert_eq!(
+        ask(&mut fresh).await,
+        403,
+        "served while four trickling heads held the slots"
+    );
+}
+
 /// Blocks every lookup of a name starting with `hang` until released; answers others at once.
 struct Hanging {
     released: Arc<Mutex<bool>>,
