@@ -709,13 +709,15 @@ fn an_env_pass_naming_a_secrets_key_refuses_the_run_before_anything_runs() {
         "name: p\nsecrets:\n  gh: {from: env, key: GH_TOKEN}\nsteps:\n  - {name: a, command: 'echo ran > ran.txt', secrets: [gh]}\n",
     );
     let policy = f.dir.path().join("policy.toml");
-    std::fs::write(&policy, "[env]\npass = [\"GH_TOKEN\"]\n").expect("write");
-    let out = f
-        .cordon(&["run", "pipeline.yaml", "--no-ui"])
-        .arg(format!("--policy={}", policy.display()))
-        .env("GH_TOKEN", "ghp-canary")
-        .output()
-        .expect("cordon run");
+    let run = |text: &str| {
+        std::fs::write(&policy, text).expect("write");
+        f.cordon(&["run", "pipeline.yaml", "--no-ui"])
+            .arg(format!("--policy={}", policy.display()))
+            .env("GH_TOKEN", "ghp-canary")
+            .output()
+            .expect("cordon run")
+    };
+    let out = run("[env]\npass = [\"GH_TOKEN\"]\n");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("`[env] pass` names `GH_TOKEN`, which is the key of the secret `gh`"),
@@ -724,12 +726,6 @@ fn an_env_pass_naming_a_secrets_key_refuses_the_run_before_anything_runs() {
     );
     assert!(!f.ws.join("ran.txt").exists());
     // Control: the same run without it passes.
-    std::fs::write(&policy, "").expect("write");
-    let out = f
-        .cordon(&["run", "pipeline.yaml", "--no-ui"])
-        .arg(format!("--policy={}", policy.display()))
-        .env("GH_TOKEN", "ghp-canary")
-        .output()
-        .expect("cordon run");
+    let out = run("");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }

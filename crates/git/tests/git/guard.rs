@@ -22,6 +22,16 @@ fn fifo(at: impl AsRef<Path>) -> rustix::io::Result<()> {
     )
 }
 
+/// The host file `victim` still holds the canary line it was made with.
+fn assert_canary(victim: &Path) {
+    assert_eq!(
+        std::fs::read_to_string(victim).unwrap(),
+        format!("{CANARY}\n"),
+        "the host file {} was written",
+        victim.display()
+    );
+}
+
 fn hidden(paths: &[&str]) -> Guard {
     Guard {
         hidden: paths.iter().map(|p| WsPath::new(p).unwrap()).collect(),
@@ -213,17 +223,11 @@ fn a_head_line_cordon_and_gitoxide_could_read_differently_is_refused() {
         .commit_with(&fx.guarded(writable()))
         .expect_err("an odd HEAD line was followed");
     assert!(!err.to_string().contains("canary"), "{err}");
-    assert_eq!(
-        std::fs::read_to_string(&victim).unwrap(),
-        format!("{CANARY}\n")
-    );
+    assert_canary(&victim);
     // Control: HEAD as git writes it commits.
     std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
     assert!(fx.commit_with(&fx.guarded(writable())).unwrap().is_some());
-    assert_eq!(
-        std::fs::read_to_string(&victim).unwrap(),
-        format!("{CANARY}\n")
-    );
+    assert_canary(&victim);
 }
 
 #[test]
@@ -309,11 +313,7 @@ fn a_chain_of_symbolic_refs_cannot_make_the_commit_write_through_a_reflog_link()
             .commit_with(&fx.guarded(writable()))
             .expect_err("the chain was followed");
         assert!(!err.to_string().contains("canary"), "{err}");
-        assert_eq!(
-            std::fs::read_to_string(&victim).unwrap(),
-            format!("{CANARY}\n"),
-            "the host file was written"
-        );
+        assert_canary(&victim);
         let mut names: Vec<_> = std::fs::read_dir(&outside)
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -329,10 +329,7 @@ fn a_chain_of_symbolic_refs_cannot_make_the_commit_write_through_a_reflog_link()
         }
         let committed = fx.commit_with(&fx.guarded(writable())).unwrap().unwrap();
         assert_eq!(git_out(fx.path(), &["rev-parse", "other"]), committed.sha);
-        assert_eq!(
-            std::fs::read_to_string(&victim).unwrap(),
-            format!("{CANARY}\n")
-        );
+        assert_canary(&victim);
     }
 }
 
