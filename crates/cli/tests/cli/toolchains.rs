@@ -259,3 +259,38 @@ fn isolation_toolchains_rust_runs_cargo_in_a_pipeline_step() {
         );
     }
 }
+
+#[test]
+fn toolchain_go_runs_a_module_with_the_distributions_go() {
+    // `.ci/run` installs the distribution's Go (golang-go): `/usr/bin/go` links into its root.
+    assert!(
+        std::path::Path::new("/usr/bin/go").exists(),
+        "this test needs the distribution's Go: install golang-go"
+    );
+    let ws = tempfile::Builder::new()
+        .prefix("cordon-toolchain-")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::write(ws.path().join("go.mod"), "module hello\n\ngo 1.19\n").expect("write");
+    std::fs::write(
+        ws.path().join("main.go"),
+        "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from go\") }\n",
+    )
+    .expect("write");
+    let out = exec(
+        ws.path(),
+        &["--toolchain", "go"],
+        &["sh", "-c", "go env GOROOT && go run ."],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = std::fs::canonicalize("/usr/bin/go")
+        .expect("resolve go")
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("a root")
+        .to_path_buf();
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}\nhello from go\n", root.display())
+    );
+}
