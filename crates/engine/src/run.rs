@@ -435,10 +435,7 @@ pub fn toolchains(
     workspace: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Result<cordon_sandbox::toolchain::Exposure, RunError> {
-    use cordon_sandbox::toolchain::{self, HostFacts, Toolchain};
-    if pipeline.isolation.toolchains.is_empty() {
-        return Ok(toolchain::Exposure::default());
-    }
+    use cordon_sandbox::toolchain::{self, Toolchain};
     let names: Vec<Toolchain> = pipeline
         .isolation
         .toolchains
@@ -451,16 +448,7 @@ pub fn toolchains(
             })
         })
         .collect::<Result<_, _>>()?;
-    let home = cordon_sandbox::host_user().home;
-    let workspace = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf());
-    let facts = HostFacts {
-        home: &home,
-        var: env,
-        workspace: Some(&workspace),
-    };
-    toolchain::resolve(&names, &facts)
+    toolchain::expose(&names, env, Some(workspace))
         .map_err(|err| RunError::usage(format!("`isolation.toolchains`: {err}")))
 }
 

@@ -48,11 +48,7 @@ impl SideEvents {
     /// Queues an audit record, coalesced and capped.
     pub fn audit(&self, kind: AuditKind, record: &AuditRecord) -> std::io::Result<()> {
         let mut queue = self.queue();
-        if queue.egress.refuses(kind, record) {
-            return Err(std::io::Error::other(
-                "the session's budget of audit records for allowed connections is spent",
-            ));
-        }
+        queue.egress.check_room(kind, record)?;
         let due = queue.egress.admit(kind, record, Instant::now());
         for (kind, record) in due {
             let event = event(kind, &record)?;

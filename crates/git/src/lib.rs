@@ -31,7 +31,7 @@ pub use diff::{Change, PatchLimits, changes, quote, status};
 pub use error::GitError;
 pub use fuzzing::fuzz_stage;
 pub use identity::user_identity;
-pub use ignore::{MAX_MATCHING, MAX_PATTERNS, MAX_RULE_BYTES, MAX_RULES};
+pub use ignore::{MAX_RULE_BYTES, MAX_RULES};
 pub use repo::{Dirs, Guard, Identity, Repo};
 pub use tree::{Entry, Flat, Mode};
 pub use worktree::{Ignoring, MAX_BLOB, SPARSE_FROM, Seen, Skip, Skipped, Snapshot, StatCache};

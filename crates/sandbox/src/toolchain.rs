@@ -115,6 +115,26 @@ pub enum ToolchainError {
     },
 }
 
+/// The exposure of `toolchains` for the invoking user (their home from `/etc/passwd`, as the
+/// sandbox finds it), with the host variables `var`, and `workspace` when a session has one.
+pub fn expose(
+    toolchains: &[Toolchain],
+    var: &dyn Fn(&str) -> Option<OsString>,
+    workspace: Option<&Path>,
+) -> Result<Exposure, ToolchainError> {
+    if toolchains.is_empty() {
+        return Ok(Exposure::default());
+    }
+    let home = crate::facts::host_user().home;
+    let workspace = workspace.map(|w| fs::canonicalize(w).unwrap_or_else(|_| w.to_path_buf()));
+    let facts = HostFacts {
+        home: &home,
+        var,
+        workspace: workspace.as_deref(),
+    };
+    resolve(toolchains, &facts)
+}
+
 /// The exposure of `toolchains`, in order; the first that cannot be exposed is the error.
 pub fn resolve(
     toolchains: &[Toolchain],

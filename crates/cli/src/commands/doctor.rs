@@ -73,17 +73,11 @@ fn render(probe: &Probe) -> String {
 
 /// The invoking user's toolchains as `isolation.toolchains` / `--toolchain` would find them.
 fn toolchains() -> String {
-    use cordon_sandbox::toolchain::{self, HostFacts, Toolchain, ToolchainError};
-    let home = cordon_sandbox::host_user().home;
+    use cordon_sandbox::toolchain::{self, Toolchain, ToolchainError};
     let var = |name: &str| std::env::var_os(name);
-    let facts = HostFacts {
-        home: &home,
-        var: &var,
-        workspace: None,
-    };
     let mut out = String::from("\ntoolchains (for isolation.toolchains and --toolchain):\n");
     for name in Toolchain::ALL {
-        let found = match toolchain::resolve(&[name], &facts) {
+        let found = match toolchain::expose(&[name], &var, None) {
             Ok(exposure) => exposure
                 .read_only
                 .iter()

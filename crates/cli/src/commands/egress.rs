@@ -6,8 +6,8 @@
 //! call.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::net::IpAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -141,25 +141,38 @@ fn run_records(store: &Store, run: RunId) -> anyhow::Result<Vec<Seen>> {
 /// audit file count as reached openly: a `--net open` session or proxy wrote them, or an
 /// allowlist that already has them, where suggesting them again changes nothing.
 fn audit_records(file: &Path) -> Result<Vec<Seen>, String> {
-    let opened = std::fs::File::open(file).map_err(|err| {
+    let cannot = |why: String| {
         format!(
-            "cannot read the audit file {}: {err}; pass the file `--audit` wrote",
-            file.display()
+            "cannot read the audit file {}: {why}; pass the file `--audit` wrote",
+            cordon_protocol::text::escape_line(&file.display().to_string())
         )
-    })?;
-    let mut bytes = Vec::new();
-    opened
-        .take(MAX_AUDIT + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| format!("cannot read the audit file {}: {err}", file.display()))?;
-    if bytes.len() as u64 > MAX_AUDIT {
+    };
+    let dir = file
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = file
+        .file_name()
+        .and_then(|name| cordon_workspace::WsPath::name(name.as_bytes()).ok())
+        .ok_or_else(|| cannot("it names no file".to_owned()))?;
+    let view = cordon_workspace::View::open(dir).map_err(|err| cannot(err.to_string()))?;
+    // Sized before anything is read: a sparse file of a terabyte costs nothing to refuse.
+    let opened = match view.open_file(&name) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Err(cannot("it does not exist".to_owned())),
+        Err(err) => return Err(cannot(err.to_string())),
+    };
+    if opened.meta.size > MAX_AUDIT {
         return Err(format!(
             "the audit file {} is larger than {} MiB; pass a smaller one (each session's audit \
              is capped at 10,000 records)",
-            file.display(),
+            cordon_protocol::text::escape_line(&file.display().to_string()),
             MAX_AUDIT >> 20
         ));
     }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(opened.file, MAX_AUDIT), &mut bytes)
+        .map_err(|err| cannot(err.to_string()))?;
     let mut seen = Vec::new();
     let mut unreadable = 0usize;
     for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {

@@ -374,7 +374,7 @@ fn toolchains(
     names: &[String],
     workspace: &Path,
 ) -> anyhow::Result<cordon_sandbox::toolchain::Exposure> {
-    use cordon_sandbox::toolchain::{self, HostFacts, Toolchain};
+    use cordon_sandbox::toolchain::{self, Toolchain};
     let mut wanted = Vec::new();
     for name in names {
         let Some(toolchain) = Toolchain::parse(name) else {
@@ -384,17 +384,8 @@ fn toolchains(
             wanted.push(toolchain);
         }
     }
-    if wanted.is_empty() {
-        return Ok(toolchain::Exposure::default());
-    }
-    let home = cordon_sandbox::host_user().home;
-    let var = |name: &str| std::env::var_os(name);
-    let facts = HostFacts {
-        home: &home,
-        var: &var,
-        workspace: Some(workspace),
-    };
-    toolchain::resolve(&wanted, &facts).map_err(|err| anyhow::anyhow!("`--toolchain`: {err}"))
+    toolchain::expose(&wanted, &|name| std::env::var_os(name), Some(workspace))
+        .map_err(|err| anyhow::anyhow!("`--toolchain`: {err}"))
 }
 
 fn parse_variable(pair: &str) -> anyhow::Result<(String, String)> {

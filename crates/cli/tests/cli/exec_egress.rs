@@ -329,4 +329,32 @@ fn egress_suggest_reads_an_audit_file_and_refuses_one_that_is_not() {
         "{}",
         text(&out.stderr)
     );
+    // A missing file, a FIFO (which would block a plain open) and a sparse file past the bound
+    // are each refused at once, with what to pass instead.
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let huge = dir.path().join("huge.jsonl");
+    std::fs::File::create(&huge)
+        .expect("create")
+        .set_len(1 << 40)
+        .expect("sparse");
+    for (file, why) in [
+        (dir.path().join("missing.jsonl"), "it does not exist"),
+        (fifo, "not a regular file"),
+        (huge, "is larger than 256 MiB; pass a smaller one"),
+    ] {
+        let out = cordon()
+            .args(["egress", "suggest", "--audit"])
+            .arg(&file)
+            .output()
+            .expect("cordon egress suggest");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(why), "{}", text(&out.stderr));
+    }
 }

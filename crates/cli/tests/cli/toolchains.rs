@@ -180,10 +180,12 @@ fn a_credential_file_inside_an_exposed_toolchain_stays_masked() {
 #[test]
 fn a_toolchain_root_that_is_the_home_directory_is_refused() {
     let ws = hello_crate();
+    let ran = ws.path().join("ran");
+    let command = format!("touch {}", ran.display());
     let out = cordon()
         .args(["exec", "-w"])
         .arg(ws.path())
-        .args(["--toolchain", "python", "--", "true"])
+        .args(["--toolchain", "python", "--", "sh", "-c", &command])
         .env("PYENV_ROOT", passwd_home())
         .output()
         .expect("cordon exec");
@@ -195,10 +197,14 @@ fn a_toolchain_root_that_is_the_home_directory_is_refused() {
             || message.contains("the python toolchain was not found"),
         "{message}"
     );
+    assert!(
+        !ran.exists(),
+        "the command ran although the toolchain was refused"
+    );
     let out = cordon()
         .args(["exec", "-w"])
         .arg(ws.path())
-        .args(["--toolchain", "ruby", "--", "true"])
+        .args(["--toolchain", "ruby", "--", "sh", "-c", &command])
         .output()
         .expect("cordon exec");
     assert_eq!(out.status.code(), Some(125));
@@ -208,6 +214,16 @@ fn a_toolchain_root_that_is_the_home_directory_is_refused() {
         "{}",
         text(&out.stderr)
     );
+    assert!(!ran.exists());
+    // Control: the same command without the toolchain runs.
+    let out = cordon()
+        .args(["exec", "-w"])
+        .arg(ws.path())
+        .args(["--", "sh", "-c", &command])
+        .output()
+        .expect("cordon exec");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(ran.exists());
 }
 
 #[test]

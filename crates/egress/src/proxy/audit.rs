@@ -172,11 +172,7 @@ impl AuditSink for JsonLinesSink {
         if state.listener.is_none() {
             state.listener = Some(record.listener.clone());
         }
-        if state.coalescer.refuses(kind, record) {
-            return Err(io::Error::other(
-                "the session's budget of audit records for allowed connections is spent",
-            ));
-        }
+        state.coalescer.check_room(kind, record)?;
         let due = state.coalescer.admit(kind, record, Instant::now());
         write_records(&mut state.file, &due)
     }

@@ -64,13 +64,18 @@ impl Coalescer {
         }
     }
 
-    /// Whether `record` must be refused rather than admitted: an allow decision once the allow
-    /// budget is spent. A connection that could not be recorded is not opened (the sink answers
-    /// with an error, which drops it).
-    pub fn refuses(&self, kind: AuditKind, record: &AuditRecord) -> bool {
-        kind == AuditKind::Decision
+    /// Refuses `record` rather than admit it: an allow decision once the allow budget is spent.
+    /// A sink returns the error, and a connection that could not be recorded is not opened.
+    pub fn check_room(&self, kind: AuditKind, record: &AuditRecord) -> std::io::Result<()> {
+        if kind == AuditKind::Decision
             && record.decision == AuditDecision::Allow
             && self.passed_allows >= self.cap
+        {
+            return Err(std::io::Error::other(
+                "the session's budget of audit records for allowed connections is spent",
+            ));
+        }
+        Ok(())
     }
 
     /// Takes `record`, made at `now`; returns what to store now, oldest first.
@@ -332,24 +337,30 @@ mod tests {
         // Refusals to distinct names spend their budget...
         for i in 0..10 {
             let denied = record(&format!("d{i}.test"), Some("not_allowed"));
-            assert!(!c.refuses(AuditKind::Decision, &denied));
+            assert!(c.check_room(AuditKind::Decision, &denied).is_ok());
             c.admit(AuditKind::Decision, &denied, t0);
         }
         // ...not the allowed connections': they are still recorded.
         let allowed = record("ok.test", None);
-        assert!(!c.refuses(AuditKind::Decision, &allowed));
+        assert!(c.check_room(AuditKind::Decision, &allowed).is_ok());
         assert_eq!(c.admit(AuditKind::Decision, &allowed, t0).len(), 1);
         for i in 0..2 {
             let allowed = record(&format!("ok{i}.test"), None);
-            assert!(!c.refuses(AuditKind::Decision, &allowed));
+            assert!(c.check_room(AuditKind::Decision, &allowed).is_ok());
             c.admit(AuditKind::Decision, &allowed, t0);
         }
         // Past their own budget a new allowed connection is refused (the sink fails, the proxy
         // drops it) rather than opened unrecorded; a refusal is still only counted.
-        assert!(c.refuses(AuditKind::Decision, &record("late.test", None)));
-        assert!(!c.refuses(
-            AuditKind::Decision,
-            &record("late.test", Some("not_allowed"))
-        ));
+        assert!(
+            c.check_room(AuditKind::Decision, &record("late.test", None))
+                .is_err()
+        );
+        assert!(
+            c.check_room(
+                AuditKind::Decision,
+                &record("late.test", Some("not_allowed"))
+            )
+            .is_ok()
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use cordon_git::{GitError, PatchLimits, StatCache};
+use cordon_git::{GitError, StatCache};
 use cordon_workspace::WsPath;
 
 use crate::support::{Fixture, git, git_bytes, git_out, system_git};
@@ -55,14 +55,7 @@ fn a_symlinked_parent_of_a_tracked_file_commits_no_host_file() {
         "the directory became a link: {tree}"
     );
     assert!(!all_objects(fx.path()).contains(CANARY));
-    let diff = fx
-        .repo()
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let diff = fx.diff_with(&fx.repo()).unwrap();
     assert!(!String::from_utf8_lossy(&diff.patch).contains(CANARY));
 }
 
@@ -103,14 +96,7 @@ fn a_file_name_with_a_newline_is_one_name_and_injects_no_entry() {
         .collect();
     assert!(names.contains(&name.clone().into_bytes()));
     assert_eq!(names.len(), 4);
-    let patch = fx
-        .repo()
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let patch = fx.diff_with(&fx.repo()).unwrap();
     assert!(patch.patch.is_empty(), "committed: nothing left to diff");
 }
 
@@ -132,14 +118,7 @@ fn fifos_sockets_and_links_to_devices_never_block_or_leak() {
     let repo_dir = fx.path().to_path_buf();
     let (diff, committed) = bounded(move || {
         let fx = Fixture::at(repo_dir);
-        let diff = fx
-            .repo()
-            .diff(
-                &fx.view(),
-                &mut StatCache::default(),
-                PatchLimits::default(),
-            )
-            .unwrap();
+        let diff = fx.diff_with(&fx.repo()).unwrap();
         let committed = fx.commit_with(&fx.repo()).unwrap().unwrap();
         (diff, committed)
     });
@@ -191,12 +170,7 @@ fn a_git_planted_on_path_never_runs() {
     // The library runs no process, whatever PATH says (it is this process's environment).
     fx.write("a.txt", "b\n");
     let repo = fx.repo();
-    repo.diff(
-        &fx.view(),
-        &mut StatCache::default(),
-        PatchLimits::default(),
-    )
-    .unwrap();
+    fx.diff_with(&repo).unwrap();
     repo.dirty_paths(&fx.view(), &mut StatCache::default())
         .unwrap();
     fx.commit_with(&repo).unwrap();
@@ -224,12 +198,7 @@ fn filters_hooks_and_fsmonitor_from_the_repository_never_run() {
     assert!(marker.exists(), "the control's filter ran");
     std::fs::remove_file(&marker).unwrap();
     let repo = fx.repo();
-    repo.diff(
-        &fx.view(),
-        &mut StatCache::default(),
-        PatchLimits::default(),
-    )
-    .unwrap();
+    fx.diff_with(&repo).unwrap();
     fx.commit_with(&repo).unwrap().unwrap();
     assert!(!marker.exists());
     assert_eq!(git_out(fx.path(), &["show", "HEAD:a.txt"]), "changed");

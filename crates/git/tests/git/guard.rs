@@ -74,13 +74,7 @@ fn masked_secrets_are_never_diffed_or_committed_and_templates_are() {
     fx.write(".env.example", "TOKEN=\nDEBUG=\n");
     fx.write("src/main.rs", "fn main() { println!(); }\n");
     let repo = fx.guarded(hidden(&["secrets"]));
-    let diff = repo
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let diff = fx.diff_with(&repo).unwrap();
     assert_eq!(changed_paths(&diff), [".env.example", "src/main.rs"]);
     assert!(!String::from_utf8_lossy(&diff.patch).contains("canary"));
     let dirty = repo
@@ -124,14 +118,7 @@ fn a_masked_path_is_not_read_even_when_it_would_block() {
     let work = fx.path().to_path_buf();
     let skipped = bounded(move || {
         let fx = Fixture::at(work);
-        let diff = fx
-            .repo()
-            .diff(
-                &fx.view(),
-                &mut StatCache::default(),
-                PatchLimits::default(),
-            )
-            .unwrap();
+        let diff = fx.diff_with(&fx.repo()).unwrap();
         (changed_paths(&diff), diff.skipped.len())
     });
     // Not even listed as a FIFO: the host does not look at masked paths at all.
@@ -150,12 +137,7 @@ fn refused_ref(plant: impl FnOnce(&Fixture, &Path)) -> String {
     let work = fx.path().to_path_buf();
     let result = bounded(move || {
         let fx = Fixture::at(work);
-        fx.guarded(writable())
-            .diff(
-                &fx.view(),
-                &mut StatCache::default(),
-                PatchLimits::default(),
-            )
+        fx.diff_with(&fx.guarded(writable()))
             .map(|_| ())
             .map_err(|err| err.to_string())
     });
@@ -261,12 +243,7 @@ open(os.path.join(git, "refs/heads/main"), "w").write(commit + "\n")
         .expect("python3");
     assert!(status.success());
     let err = fx
-        .guarded(writable())
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
+        .diff_with(&fx.guarded(writable()))
         .expect_err("a tree of 64 MiB was read");
     assert!(
         err.to_string().contains("a tree object of 67108865 bytes"),
@@ -274,15 +251,7 @@ open(os.path.join(git, "refs/heads/main"), "w").write(commit + "\n")
     );
     // Control: back on the ordinary commit, the diff is taken.
     std::fs::write(git_dir.join("refs/heads/main"), format!("{head}\n")).unwrap();
-    assert!(
-        fx.guarded(writable())
-            .diff(
-                &fx.view(),
-                &mut StatCache::default(),
-                PatchLimits::default()
-            )
-            .is_ok()
-    );
+    assert!(fx.diff_with(&fx.guarded(writable())).is_ok());
 }
 
 #[test]
@@ -496,13 +465,7 @@ fn ignore_rules_past_the_budget_refuse_the_commit_and_widen_the_diff() {
         other => panic!("{other:?}"),
     }
     // The diff shows more, never less: it is still taken, the files shown.
-    let diff = repo
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let diff = fx.diff_with(&repo).unwrap();
     assert!(changed_paths(&diff).contains(&"d10/ignored.txt".to_owned()));
     // Control: within the budget the commit honours every file's rules.
     std::fs::remove_dir_all(fx.path().join("d10")).unwrap();
@@ -531,13 +494,7 @@ fn ignore_matching_past_its_budget_refuses_the_commit_and_widens_the_diff() {
         other => panic!("{other:?}"),
     }
     // The diff shows more, never less: past the budget nothing more is ignored.
-    let diff = repo
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let diff = fx.diff_with(&repo).unwrap();
     assert!(changed_paths(&diff).contains(&"zz-ignored.log".to_owned()));
     // Control: the same tree under ordinary rules commits, honouring them.
     fx.write(".gitignore", "zz-*.log\n");
@@ -611,13 +568,7 @@ fn a_head_commit_past_a_megabyte_is_refused_before_it_is_read() {
         .commit_with(&repo)
         .expect_err("a commit of 2 MiB was read");
     assert!(err.to_string().contains("more than the 1048576"), "{err}");
-    let err = repo
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .expect_err("a commit of 2 MiB was read");
+    let err = fx.diff_with(&repo).expect_err("a commit of 2 MiB was read");
     assert!(err.to_string().contains("amend it"), "{err}");
     // Control: after an ordinary commit on top, both work.
     git(fx.path(), &["commit", "-qam", "ordinary"]);
@@ -647,20 +598,10 @@ fn a_work_tree_of_deep_names_past_the_path_budget_is_refused() {
     // Control: a thousand of them are taken.
     link(1_000);
     let repo = fx.repo();
-    let diff = repo
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let diff = fx.diff_with(&repo).unwrap();
     assert_eq!(diff.changes.len(), 1_000);
     link(70_000);
-    match repo.diff(
-        &fx.view(),
-        &mut StatCache::default(),
-        PatchLimits::default(),
-    ) {
+    match fx.diff_with(&repo) {
         Err(err @ GitError::WorkTreeTooLarge { .. }) => {
             assert!(
                 err.to_string().contains("268435456 bytes of paths"),
@@ -753,11 +694,7 @@ fn a_planted_pack_with_a_delta_chain_deeper_than_git_writes_is_refused() {
         let tip = plant_delta_chain(&fx.path().join(".git"), links);
         // Control: git itself reads the tip through the chain.
         assert_eq!(git_out(fx.path(), &["cat-file", "-s", &tip]), "101");
-        let diff = repo.diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        );
+        let diff = fx.diff_with(&repo);
         match (diff, refused) {
             (Err(err), true) => {
                 assert!(

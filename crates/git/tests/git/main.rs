@@ -172,14 +172,7 @@ fn the_diff_is_a_patch_git_applies() {
     fx.write("nl-at-end", "no newline, still");
     fx.write("dir/new.txt", "fresh\n");
     fx.symlink("a.txt", "link");
-    let diff = fx
-        .repo()
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let diff = fx.diff_with(&fx.repo()).unwrap();
     let patch = String::from_utf8(diff.patch.clone()).unwrap();
     assert!(patch.contains("-two\n+TWO\n"), "{patch}");
     assert!(
@@ -222,13 +215,7 @@ fn the_diff_shows_files_a_step_hid_with_its_own_gitignore() {
     fx.write("src/backdoor.rs", "// planted\n");
     fx.write("debug.log", "ignored by the committed rules\n");
     let repo = fx.repo();
-    let diff = repo
-        .diff(
-            &fx.view(),
-            &mut StatCache::default(),
-            PatchLimits::default(),
-        )
-        .unwrap();
+    let diff = fx.diff_with(&repo).unwrap();
     let paths: Vec<String> = diff
         .changes
         .iter()

@@ -157,6 +157,15 @@ impl Fixture {
         std::os::unix::fs::symlink(target, path).unwrap();
     }
 
+    /// `repo`'s step diff of this work tree, with a fresh stat cache and the default limits.
+    pub fn diff_with(&self, repo: &Repo) -> Result<cordon_git::WorkDiff, cordon_git::GitError> {
+        repo.diff(
+            &self.view(),
+            &mut cordon_git::StatCache::default(),
+            cordon_git::PatchLimits::default(),
+        )
+    }
+
     /// `repo`'s commit action on this work tree, message `c`, trailer `Cordon-Run: t`.
     pub fn commit_with(
         &self,

@@ -332,3 +332,22 @@ fn credential_directories_and_links_are_masked_and_a_bin_that_is_cargos_home_is_
     let err = resolve_in(h, &vars, &[Toolchain::Rust]).unwrap_err();
     assert!(matches!(err, ToolchainError::NotDedicated { .. }), "{err}");
 }
+
+#[test]
+fn a_tree_nested_past_the_walk_bound_is_refused_rather_than_exposed_unchecked() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    fs::create_dir_all(h.join(".rustup/toolchains")).unwrap();
+    touch(&h.join(".cargo/bin/cargo"));
+    let vars = HashMap::new();
+    // Control: a shallow tree is walked and exposed.
+    assert!(resolve_in(h, &vars, &[Toolchain::Rust]).is_ok());
+    let mut deep = h.join(".rustup/toolchains");
+    for _ in 0..=MAX_DEPTH {
+        deep.push("d");
+    }
+    fs::create_dir_all(&deep).unwrap();
+    let err = resolve_in(h, &vars, &[Toolchain::Rust]).unwrap_err();
+    assert!(matches!(err, ToolchainError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("remove unused versions"), "{err}");
+}
