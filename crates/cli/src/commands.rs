@@ -1,5 +1,6 @@
 //! One module per `cordon` subcommand; each exposes `Args` and `run(Args) -> anyhow::Result<ExitCode>`.
 
+pub mod cache;
 pub mod doctor;
 pub mod egress;
 pub mod exec;

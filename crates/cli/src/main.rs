@@ -49,6 +49,8 @@ enum Command {
     Policy(commands::policy::Args),
     /// Suggest the network: block a step needs, from a run or an audit file (`egress suggest`).
     Egress(commands::egress::Args),
+    /// List or clear the persistent download caches (`isolation.caches`, `exec --cache`).
+    Cache(commands::cache::Args),
 }
 
 /// `cordon exec` parsed on its own: the same `exec` definition (and the same program name,
@@ -107,6 +109,7 @@ fn main() -> ExitCode {
         Command::Ui(args) => commands::ui::run(args),
         Command::Policy(args) => commands::policy::run(args),
         Command::Egress(args) => commands::egress::run(args),
+        Command::Cache(args) => commands::cache::run(args),
     })
 }
 

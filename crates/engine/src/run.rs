@@ -168,6 +168,8 @@ pub struct Ready {
     toolchains: cordon_sandbox::toolchain::Exposure,
     /// The operator's `[env] pass` values, and the files they name.
     passed: cordon_sandbox::environment::Passed,
+    /// `isolation.caches`, opened for the whole run (their shared lock held until it ends).
+    caches: Option<cordon_sandbox::cache::Opened>,
     begin: Begin,
     /// The run to record (fresh runs), with the tooling snapshot.
     row: Option<(RunRow, ToolingSnapshot)>,
@@ -452,6 +454,47 @@ pub fn toolchains(
         .map_err(|err| RunError::usage(format!("`isolation.toolchains`: {err}")))
 }
 
+/// The caches `isolation.caches` names, opened for the run in the state directory and keyed by
+/// the pipeline file; one over `isolation.cache_limit` is emptied now, with a warning.
+fn caches(
+    pipeline: &Pipeline,
+    store: &Store,
+    pipeline_file: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<cordon_sandbox::cache::Opened>, RunError> {
+    use cordon_sandbox::cache::{self, Cache, Owner};
+    if pipeline.isolation.caches.is_empty() {
+        return Ok(None);
+    }
+    let names: Vec<Cache> = pipeline
+        .isolation
+        .caches
+        .iter()
+        .map(|name| {
+            Cache::parse(name).ok_or_else(|| {
+                RunError::usage(format!(
+                    "`isolation.caches` names `{name}`; use {}",
+                    cache::NAMES
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let opened = cache::Store::new(store.dir())
+        .open(
+            &Owner::Pipeline(pipeline_file.to_path_buf()),
+            &names,
+            pipeline.isolation.cache_limit_bytes(),
+        )
+        .map_err(|err| RunError::runtime(format!("`isolation.caches`: {}", error_chain(&err))))?;
+    warnings.extend(
+        opened
+            .emptied
+            .iter()
+            .map(|e| e.message("isolation.cache_limit")),
+    );
+    Ok(Some(opened))
+}
+
 fn has_commit(pipeline: &Pipeline) -> bool {
     pipeline
         .steps
@@ -510,6 +553,8 @@ fn fresh(
     let toolchains = toolchains(&first.pipeline, &workspace_path, request.env)?;
     let passed = passed_env(&first.pipeline, &operator.policy, request.env)?;
     let store = Store::open(request.state_dir)?;
+    let mut warnings = first.warnings;
+    let caches = caches(&first.pipeline, &store, &pipeline_file, &mut warnings)?;
     let run = cordon_store::new_run_id()?;
     let workspace = open_workspace(
         &workspace_path,
@@ -550,7 +595,7 @@ fn fresh(
     };
     Ok(Prepared::Ready(Box::new(Ready {
         run,
-        warnings: first.warnings,
+        warnings,
         pipeline,
         store,
         workspace,
@@ -561,6 +606,7 @@ fn fresh(
         lane,
         toolchains,
         passed,
+        caches,
         begin: Begin::Fresh(max_attempts),
         row: Some((row, snapshot)),
         refresh: request.refresh,
@@ -651,6 +697,8 @@ fn resume(
         request.env,
     )?;
     let tooling = tooling_paths(&pipeline, &row.pipeline_file, &row.workspace);
+    let mut warnings = Vec::new();
+    let caches = caches(&pipeline, &store, &row.pipeline_file, &mut warnings)?;
     let agents = agent_driver(
         request,
         &pipeline,
@@ -661,7 +709,7 @@ fn resume(
     )?;
     Ok(Prepared::Ready(Box::new(Ready {
         run,
-        warnings: Vec::new(),
+        warnings,
         pipeline,
         store,
         workspace,
@@ -672,6 +720,7 @@ fn resume(
         lane,
         toolchains,
         passed,
+        caches,
         begin: if fresh {
             Begin::Fresh(max_attempts)
         } else {
@@ -766,6 +815,7 @@ impl Ready {
         mask.extend(self.operator.path.clone());
         let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask)
             .with_toolchains(self.toolchains.clone())
+            .with_caches(self.caches.clone())
             .with_passed(self.passed.clone());
         if needs_egress(&self.pipeline) || self.lane.is_some() {
             let mut egress = Egress::new(self.run, &self.operator.policy, drive.listening)

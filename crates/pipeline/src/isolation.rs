@@ -21,10 +21,21 @@ pub struct Isolation {
     /// Host toolchains exposed read-only in every sandbox (`rust`, `python`, `node`, `go`), in
     /// the order written, each once.
     pub toolchains: Vec<String>,
+    /// Persistent download caches mounted in every sandbox (`cargo`, `pip`, `npm`, `go`, `uv`),
+    /// each once.
+    pub caches: Vec<String>,
+    /// The most one cache may hold (`isolation.cache_limit`); `None` is [`DEFAULT_CACHE_LIMIT`].
+    pub cache_limit: Option<ByteSize>,
 }
 
 /// The toolchains `isolation.toolchains` names (DESIGN §11).
 pub const TOOLCHAINS: [&str; 4] = ["rust", "python", "node", "go"];
+
+/// The caches `isolation.caches` names (DESIGN §11).
+pub const CACHES: [&str; 5] = ["cargo", "pip", "npm", "go", "uv"];
+
+/// How much one cache may hold when `cache_limit` is not set (4 GiB).
+pub const DEFAULT_CACHE_LIMIT: u64 = 4 << 30;
 
 /// How much output one step attempt stores when `output_limit` is not set (16 MiB).
 pub const DEFAULT_OUTPUT_LIMIT: u64 = 16 << 20;
@@ -34,6 +45,12 @@ impl Isolation {
     pub fn output_limit_bytes(&self) -> u64 {
         self.output_limit
             .map_or(DEFAULT_OUTPUT_LIMIT, ByteSize::bytes)
+    }
+
+    /// The bytes one cache may hold; over it, it is emptied when a run opens it.
+    pub fn cache_limit_bytes(&self) -> u64 {
+        self.cache_limit
+            .map_or(DEFAULT_CACHE_LIMIT, ByteSize::bytes)
     }
 }
 

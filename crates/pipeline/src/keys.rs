@@ -201,6 +201,16 @@ pub(crate) const ISOLATION: Table = Table {
             shape: Shape::StringList,
             doc: "Host toolchains exposed read-only with their `bin` on `PATH`: rust, python, node, go.",
         },
+        Key {
+            name: "caches",
+            shape: Shape::EnumList(&crate::CACHES),
+            doc: "Persistent download caches for this pipeline's runs: cargo, pip, npm, go, uv.",
+        },
+        Key {
+            name: "cache_limit",
+            shape: Shape::Size,
+            doc: "The most one cache may hold (`4G` by default); one over it is emptied when a run opens it.",
+        },
     ],
 };
 

@@ -26,7 +26,9 @@ mod yaml;
 pub use agent::{Agent, AgentName, Temperature, Tool};
 pub use diagnostic::{Diagnostic, Diagnostics, Position, Severity};
 pub use env_name::EnvName;
-pub use isolation::{Cpus, DEFAULT_OUTPUT_LIMIT, HostPath, Isolation, TOOLCHAINS};
+pub use isolation::{
+    CACHES, Cpus, DEFAULT_CACHE_LIMIT, DEFAULT_OUTPUT_LIMIT, HostPath, Isolation, TOOLCHAINS,
+};
 pub use llm::Llm;
 pub use load::{Disk, Files, Loaded, load, load_str};
 pub use model::{

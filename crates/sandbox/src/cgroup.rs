@@ -18,7 +18,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use caps::{Cap, Caps, SizeError, parse_size};
+pub use caps::{Cap, Caps, SizeError, format_size, parse_size};
 pub use group::Cgroup;
 pub use host::{HostCgroups, Placement};
 pub use name::GroupName;

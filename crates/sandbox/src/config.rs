@@ -81,6 +81,14 @@ fn reserved(path: &Path) -> Option<&'static str> {
         Some("scratch space `/.cordon`")
     } else if path.starts_with("/proc") || path.starts_with("/dev") {
         Some("`/proc` and `/dev`")
+    } else if path
+        .strip_prefix("/tmp")
+        .ok()
+        .and_then(|rest| rest.iter().next())
+        .is_some_and(|first| first.as_encoded_bytes().starts_with(b".cordon-"))
+    {
+        // The session's own directories in its `/tmp` (`CARGO_HOME`, the caches, bytecode).
+        Some("session directories `/tmp/.cordon-*`")
     } else if path == Path::new("/tmp") {
         Some("private `/tmp`")
     } else if SYSTEM.iter().any(|dir| path == Path::new(dir)) {
@@ -176,6 +184,10 @@ pub struct SessionConfig {
     /// read-only like `read_only`, their credential files masked, their `bin` directories in
     /// front of `PATH` and their variables set for every command.
     pub toolchains: crate::toolchain::Exposure,
+    /// The persistent caches mounted (`--cache`, `isolation.caches`), opened by the caller, whose
+    /// shared lock they hold: their directories bound read-write below `/tmp`, their variables
+    /// set for every command like the toolchains'.
+    pub caches: Option<crate::cache::Opened>,
     /// The operator's `[env] pass` variables with their host values (see
     /// [`crate::environment::passed`]); files they name belong in `read_only`.
     pub passed: Vec<(OsString, OsString)>,
@@ -209,6 +221,7 @@ impl SessionConfig {
             network: Network::None,
             read_only: Vec::new(),
             toolchains: crate::toolchain::Exposure::default(),
+            caches: None,
             passed: Vec::new(),
             hide: Vec::new(),
             protect: Vec::new(),
@@ -237,6 +250,9 @@ mod tests {
             ("/.cordon", true),
             ("/.cordon/ws", true),
             ("/.cordonx", false),
+            ("/tmp/.cordon-cache", true),
+            ("/tmp/.cordon-cargo-home/x", true),
+            ("/tmp/cordon-cache", false),
             ("/tmp/project", false),
             ("/usr/src/project", false),
             ("/home/me/project", false),

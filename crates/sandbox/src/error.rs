@@ -40,6 +40,12 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot mount the cache directory `{}`: {source}", path.display())]
+    CachePath {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("the path `{path}` is not valid UTF-8; cordon needs UTF-8 paths inside the sandbox")]
     NotUtf8 { path: PathBuf },
     #[error("cannot {action} while starting the sandbox")]

@@ -161,6 +161,20 @@ pub(crate) fn gather(
         });
     }
 
+    let mut caches = Vec::new();
+    for mount in config.caches.iter().flat_map(|c| &c.mounts) {
+        let error = |source| SandboxError::CachePath {
+            path: mount.host.clone(),
+            source,
+        };
+        let source = host_source(identity, &mount.host, None, &mut fds).map_err(error)?;
+        caches.push(Mounted {
+            path: mount.target.clone(),
+            source,
+            kind: Kind::Dir,
+        });
+    }
+
     // The top-level git directories, then every submodule's and linked worktree's inside the
     // workspace (see `git::protection`), each mounted the same way. A submodule path without a
     // `.git` is kept read-only as a whole (listed with the protected entries), so none can be
@@ -238,6 +252,7 @@ pub(crate) fn gather(
         submodules,
         git_mutations: config.git_mutations,
         read_only,
+        caches,
         hide,
         protect,
         masks,
@@ -266,6 +281,7 @@ pub(crate) fn gather(
             read_write.extend([home, var_tmp, runtime].into_iter().flatten().cloned());
         }
     }
+    read_write.extend(layout.caches.iter().map(|c| c.path.clone()));
     // With mutations allowed, git directories outside the workspace (a worktree's, and any
     // submodule's there) are writable through Landlock too; the mount plan keeps their protected
     // entries read-only.

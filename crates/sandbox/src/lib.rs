@@ -4,6 +4,7 @@
 //! Entry points: [`Session::open`] with a [`SessionConfig`], then [`Session::exec`] with an
 //! [`ExecRequest`]; [`init::main`] is what the init program runs inside every session.
 
+pub mod cache;
 pub mod cgroup;
 mod config;
 pub mod environment;

@@ -184,6 +184,8 @@ pub struct Layout {
     pub submodules: Vec<GitLayout>,
     pub git_mutations: GitMutations,
     pub read_only: Vec<Mounted>,
+    /// Persistent cache directories, mounted read-write below the shared `/tmp`.
+    pub caches: Vec<Mounted>,
     /// Existing paths to mask (`hide`, root `.env*` files), already resolved on the host.
     pub hide: Vec<(PathBuf, Kind)>,
     /// Existing paths in the workspace kept read-only (a run's tooling files), already resolved
@@ -284,6 +286,15 @@ pub fn plan(layout: &Layout) -> MountPlan {
         Kind::Dir,
         Access::ReadWrite,
     ));
+    // Below the shared `/tmp` (deeper, so mounted after it); their parents are made in it.
+    for cache in &layout.caches {
+        steps.push(bind(
+            cache.source.clone(),
+            &cache.path,
+            Kind::Dir,
+            Access::ReadWrite,
+        ));
+    }
 
     // The top-level git layout and every submodule's get the same treatment: a submodule's git
     // directory reconfigures the host's git (its `core.fsmonitor` runs on `git status`) exactly

@@ -68,6 +68,9 @@ pub struct Session {
     cgroup: Option<Cgroup>,
     /// Whether init has reported the root built (see `Starting::open_without_waiting`).
     setup: SetupState,
+    /// The caches mounted, kept for their shared lock: no `cordon cache clear` empties them
+    /// while this session lives.
+    caches: Option<crate::cache::Opened>,
     closed: bool,
 }
 

@@ -12,6 +12,7 @@
 
 mod meta;
 mod path;
+pub mod tree;
 mod view;
 mod walk;
 

@@ -71,6 +71,10 @@ pub struct Args {
     /// go (repeatable)
     #[arg(long = "toolchain", value_name = "NAME")]
     toolchain: Vec<String>,
+    /// Mount a persistent download cache: cargo, pip, npm, go or uv (repeatable). Kept in the
+    /// state directory per workspace; `cordon cache ls` and `cordon cache clear` manage them
+    #[arg(long = "cache", value_name = "NAME")]
+    cache: Vec<String>,
     /// The command to run and its arguments
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -223,6 +227,7 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     config.network = network;
     config.read_only = args.read_only;
     config.toolchains = toolchains(&args.toolchain, config.workspace.path())?;
+    config.caches = caches(&args.cache, config.workspace.path())?;
     // The operator's `[env] pass`: host values in, the files they name read-only.
     let names: Vec<&str> = built.env_pass.iter().map(|n| n.as_str()).collect();
     let (passed, files) =
@@ -367,6 +372,37 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_code()).unwrap_or(u8::MAX),
     ))
+}
+
+/// The `--cache` names opened in the state directory's cache store, keyed by the workspace;
+/// `None` without any. A cache found over the limit is emptied first and said so.
+fn caches(
+    names: &[String],
+    workspace: &Path,
+) -> anyhow::Result<Option<cordon_sandbox::cache::Opened>> {
+    use cordon_sandbox::cache::{self, Cache, Owner, Store};
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let wanted = names
+        .iter()
+        .map(|name| {
+            Cache::parse(name).ok_or_else(|| {
+                anyhow::anyhow!("`--cache {name}` is not a cache; use {}", cache::NAMES)
+            })
+        })
+        .collect::<anyhow::Result<Vec<Cache>>>()?;
+    let state_dir = cordon_store::StateDir::resolve(&cordon_store::StateDirSource::from_env(None))?;
+    state_dir.refuse_inside(workspace)?;
+    let opened = Store::new(state_dir.path()).open(
+        &Owner::Exec(workspace.to_path_buf()),
+        &wanted,
+        cache::DEFAULT_LIMIT,
+    )?;
+    for emptied in &opened.emptied {
+        eprintln!("cordon: {}", emptied.message("the cache limit"));
+    }
+    Ok(Some(opened))
 }
 
 /// The exposure of the `--toolchain` names, found on the host now.

@@ -2,6 +2,7 @@
 
 mod agent;
 mod agent_run;
+mod caches;
 mod doctor;
 mod escape;
 mod exec;

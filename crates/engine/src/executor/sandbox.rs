@@ -27,6 +27,8 @@ pub struct SandboxExecutor {
     toolchains: cordon_sandbox::toolchain::Exposure,
     /// The operator's `[env] pass` values and the files they name.
     passed: cordon_sandbox::environment::Passed,
+    /// The persistent caches mounted in every session (`isolation.caches`).
+    caches: Option<cordon_sandbox::cache::Opened>,
 }
 
 impl SandboxExecutor {
@@ -38,7 +40,14 @@ impl SandboxExecutor {
             egress: None,
             toolchains: cordon_sandbox::toolchain::Exposure::default(),
             passed: (Vec::new(), Vec::new()),
+            caches: None,
         }
+    }
+
+    /// Mounts `caches` in every session.
+    pub fn with_caches(mut self, caches: Option<cordon_sandbox::cache::Opened>) -> SandboxExecutor {
+        self.caches = caches;
+        self
     }
 
     /// Sets the operator's `[env] pass` values in every session, the files they name read-only.
@@ -79,6 +88,7 @@ impl Executor for SandboxExecutor {
         config.network = Network::None;
         config.read_only.clone_from(&spec.read_only);
         config.toolchains.clone_from(&self.toolchains);
+        config.caches.clone_from(&self.caches);
         config.passed.clone_from(&self.passed.0);
         config.read_only.extend(self.passed.1.iter().cloned());
         config.hide.clone_from(&spec.hide);

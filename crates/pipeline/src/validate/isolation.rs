@@ -5,7 +5,7 @@ use crate::decode::{self, Fields};
 use crate::diagnostic::FileSink;
 use crate::keys;
 use crate::yaml::Node;
-use crate::{ByteSize, Cpus, HostPath, Isolation, TOOLCHAINS};
+use crate::{ByteSize, CACHES, Cpus, HostPath, Isolation, TOOLCHAINS};
 
 pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation> {
     let fields = decode::fields(out, node, &keys::ISOLATION)?;
@@ -29,9 +29,16 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
         None => Some(false),
     };
     let toolchains = match fields.get("toolchains") {
-        Some(n) => toolchains(out, n),
+        Some(n) => names(out, n, "toolchains", &TOOLCHAINS),
         None => Some(Vec::new()),
     };
+    let caches = match fields.get("caches") {
+        Some(n) => names(out, n, "caches", &CACHES),
+        None => Some(Vec::new()),
+    };
+    let cache_limit = optional(&fields, "cache_limit", |n| {
+        size(out, n, "cache_limit", "4G")
+    });
     Some(Isolation {
         memory: memory?,
         pids: pids?,
@@ -42,6 +49,8 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
         hide: hide?,
         allow_git_mutations: allow_git_mutations?,
         toolchains: toolchains?,
+        caches: caches?,
+        cache_limit: cache_limit?,
     })
 }
 
@@ -82,25 +91,31 @@ fn cpus(out: &mut FileSink<'_>, node: &Node) -> Option<Cpus> {
     c
 }
 
-fn toolchains(out: &mut FileSink<'_>, node: &Node) -> Option<Vec<String>> {
-    let items = decode::strings(out, node, "toolchains", "rust")?;
+/// A list of names from `known` (`toolchains`, `caches`), each once, in the order written.
+fn names(
+    out: &mut FileSink<'_>,
+    node: &Node,
+    key: &str,
+    known: &[&'static str],
+) -> Option<Vec<String>> {
+    let items = decode::strings(out, node, key, known[0])?;
     let mut ok = true;
     let mut result: Vec<String> = Vec::with_capacity(items.len());
     for (at, text) in items {
-        if !TOOLCHAINS.contains(&text.as_str()) {
-            let hint = strsim_closest(&text)
+        if !known.contains(&text.as_str()) {
+            let hint = strsim_closest(&text, known)
                 .map_or_else(String::new, |near| format!("did you mean `{near}`? "));
             out.error(
                 at,
                 format!(
-                    "`toolchains` names {}, which cordon does not know; {hint}use one of rust, \
-                     python, node, go",
-                    decode::quoted(&text)
+                    "`{key}` names {}, which cordon does not know; {hint}use one of {}",
+                    decode::quoted(&text),
+                    known.join(", ")
                 ),
             );
             ok = false;
         } else if result.contains(&text) {
-            out.error(at, format!("`toolchains` lists `{text}` twice; keep one"));
+            out.error(at, format!("`{key}` lists `{text}` twice; keep one"));
             ok = false;
         } else {
             result.push(text);
@@ -109,10 +124,11 @@ fn toolchains(out: &mut FileSink<'_>, node: &Node) -> Option<Vec<String>> {
     ok.then_some(result)
 }
 
-/// The toolchain name closest to `text`, when it is close.
-fn strsim_closest(text: &str) -> Option<&'static str> {
-    TOOLCHAINS
-        .into_iter()
+/// The name in `known` closest to `text`, when it is close.
+fn strsim_closest(text: &str, known: &[&'static str]) -> Option<&'static str> {
+    known
+        .iter()
+        .copied()
         .map(|name| (strsim::levenshtein(name, &text.to_ascii_lowercase()), name))
         .filter(|(distance, _)| *distance <= 2)
         .min()

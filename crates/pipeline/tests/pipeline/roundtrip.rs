@@ -127,13 +127,17 @@ fn emit(p: &Pipeline) -> String {
     if let Some(t) = i.tmp_size {
         let _ = writeln!(y, "  tmp_size: {t}");
     }
+    if let Some(t) = i.cache_limit {
+        let _ = writeln!(y, "  cache_limit: {t}");
+    }
     let _ = writeln!(
         y,
-        "  read_only: {}\n  hide: {}\n  allow_git_mutations: {}\n  toolchains: {}",
+        "  read_only: {}\n  hide: {}\n  allow_git_mutations: {}\n  toolchains: {}\n  caches: {}",
         list(&i.read_only),
         list(&i.hide),
         i.allow_git_mutations,
-        list(&i.toolchains)
+        list(&i.toolchains),
+        list(&i.caches)
     );
     let _ = writeln!(y, "network: {}", network(&p.network));
     let _ = writeln!(y, "secrets:");
@@ -368,19 +372,27 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
         prop::sample::subsequence(vec!["/opt/tools", "~/.rustup"], 0..=2),
         prop::sample::subsequence(vec!["secrets/", "private/key.pem"], 0..=2),
         any::<bool>(),
-        prop::sample::subsequence(vec!["rust", "node"], 0..=2),
+        (
+            prop::sample::subsequence(vec!["rust", "node"], 0..=2),
+            prop::sample::subsequence(vec!["cargo", "uv"], 0..=2),
+            prop::option::of(1u64..(1 << 34)),
+        ),
     )
         .prop_map(
-            |(memory, pids, cpus, tmp, output, ro, hide, git, toolchains)| Isolation {
-                memory: memory.and_then(ByteSize::from_bytes),
-                pids: pids.and_then(NonZeroU64::new),
-                cpus: cpus.and_then(NonZeroU64::new).map(Cpus::from_millis),
-                tmp_size: tmp.and_then(ByteSize::from_bytes),
-                output_limit: output.and_then(ByteSize::from_bytes),
-                read_only: ro.into_iter().filter_map(HostPath::parse).collect(),
-                hide: hide.into_iter().map(rel).collect(),
-                allow_git_mutations: git,
-                toolchains: toolchains.into_iter().map(str::to_owned).collect(),
+            |(memory, pids, cpus, tmp, output, ro, hide, git, (toolchains, caches, limit))| {
+                Isolation {
+                    memory: memory.and_then(ByteSize::from_bytes),
+                    pids: pids.and_then(NonZeroU64::new),
+                    cpus: cpus.and_then(NonZeroU64::new).map(Cpus::from_millis),
+                    tmp_size: tmp.and_then(ByteSize::from_bytes),
+                    output_limit: output.and_then(ByteSize::from_bytes),
+                    read_only: ro.into_iter().filter_map(HostPath::parse).collect(),
+                    hide: hide.into_iter().map(rel).collect(),
+                    allow_git_mutations: git,
+                    toolchains: toolchains.into_iter().map(str::to_owned).collect(),
+                    caches: caches.into_iter().map(str::to_owned).collect(),
+                    cache_limit: limit.and_then(ByteSize::from_bytes),
+                }
             },
         );
     (

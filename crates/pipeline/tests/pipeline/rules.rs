@@ -257,7 +257,7 @@ fn malformed_yaml_reports_the_parsers_location() {
 fn isolation_values_are_checked() {
     check(
         "isolation",
-        "name: x\nisolation:\n  memory: 2X\n  pids: 0\n  cpus: -1\n  tmp_size: 0\n  output_limit: lots\n  read_only: [relative/path, ~/ok]\n  hide: [/etc, ../up]\n  allow_git_mutations: sometimes\n  toolchains: [rust, pyhton, rust, ruby]\n  swap: 1G\nsteps:\n  - {name: a, command: make}\n",
+        "name: x\nisolation:\n  memory: 2X\n  pids: 0\n  cpus: -1\n  tmp_size: 0\n  output_limit: lots\n  read_only: [relative/path, ~/ok]\n  hide: [/etc, ../up]\n  allow_git_mutations: sometimes\n  toolchains: [rust, pyhton, rust, ruby]\n  caches: [pip, pipp, pip]\n  cache_limit: 0\n  swap: 1G\nsteps:\n  - {name: a, command: make}\n",
     );
 }
 

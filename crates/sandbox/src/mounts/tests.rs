@@ -107,6 +107,7 @@ fn layout() -> Layout {
         submodules: Vec::new(),
         git_mutations: GitMutations::Deny,
         read_only: Vec::new(),
+        caches: Vec::new(),
         hide: Vec::new(),
         protect: Vec::new(),
         masks: Vec::new(),

@@ -157,10 +157,14 @@ impl Starting {
         // helper, which has exited by now.
         sys::spawn::reap_released();
         session.workspace = config.workspace.path().to_path_buf();
+        session.caches.clone_from(&config.caches);
         session.env.host = std::env::vars_os().collect();
         session.env.path_prefix = config.toolchains.path.clone();
         session.env.passed = config.passed.clone();
         session.env.forced = config.toolchains.env.clone();
+        if let Some(caches) = &config.caches {
+            session.env.forced.extend(caches.env.iter().cloned());
+        }
         session.setup = SetupState::Pending { report };
         Ok(session)
     }
@@ -255,6 +259,7 @@ fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, Sandbox
         cgroup: None,
         // Not handed out before `open_without_waiting` has sent the setup and made it pending.
         setup: SetupState::Ready,
+        caches: None,
         closed: false,
     };
     Ok(Cloned {

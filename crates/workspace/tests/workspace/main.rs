@@ -558,3 +558,5 @@ fn the_view_resolves_beneath_the_directory_it_opened() {
     }
     let _ = Path::new(&moved);
 }
+
+mod tree;

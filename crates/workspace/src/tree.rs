@@ -1,0 +1,245 @@
+//! Directory trees outside the workspace that a sandbox wrote and the host must size or empty
+//! (the persistent caches of DESIGN §11): as hostile as the workspace, so they are handled the
+//! same way — every entry reached through its parent's descriptor with `O_NOFOLLOW`, a link
+//! removed and never followed, nothing opened as content. Unlike [`crate::View::walk`] nothing is
+//! special about `.git` here (cargo's git checkouts hold one), and removal copes with what a
+//! sandbox can build to get in its way: read-only or unreadable directories (the Go module cache
+//! makes its directories read-only on purpose) and chains deeper than there are descriptors.
+
+use std::collections::HashSet;
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+/// How much [`usage`] visits; past a limit it stops with an error naming it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeLimits {
+    /// Entries visited in all.
+    pub entries: u64,
+    /// Directories below the top.
+    pub depth: usize,
+}
+
+impl Default for TreeLimits {
+    fn default() -> TreeLimits {
+        TreeLimits {
+            entries: 1_000_000,
+            depth: 64,
+        }
+    }
+}
+
+/// What a tree holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes allocated on disk (`st_blocks × 512`, each inode once): a sparse file counts what it
+    /// occupies, a hard-linked file once.
+    pub bytes: u64,
+    /// Entries below the top, of any kind.
+    pub entries: u64,
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TreeError {
+    #[error("it holds more than {limit} entries")]
+    TooManyEntries { limit: u64 },
+    #[error("it nests more than {limit} directories deep")]
+    TooDeep { limit: usize },
+    #[error("cannot {action}: {}", std::io::Error::from(*errno))]
+    Io { action: &'static str, errno: Errno },
+}
+
+fn io(action: &'static str) -> impl FnOnce(Errno) -> TreeError {
+    move |errno| TreeError::Io { action, errno }
+}
+
+/// Opens the directory `name` in `parent` for listing, never following a link. A directory the
+/// owner cannot list (mode `0o000`, `0o300`) is given `u+rwx` first, through the very inode
+/// opened with `O_PATH` (its `/proc/self/fd` entry), so no rename in between can redirect it.
+fn open_dir(parent: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(parent, name, flags, Mode::empty()) {
+        Err(Errno::ACCESS) => {
+            let path_only = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let pinned = rustix::fs::openat(parent, name, path_only, Mode::empty())?;
+            let magic = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+            rustix::fs::chmod(magic.as_str(), Mode::RWXU)?;
+            rustix::fs::open(magic.as_str(), flags, Mode::empty())
+        }
+        other => other,
+    }
+}
+
+/// The names in `dir` other than `.` and `..`, at most `limit` (the rest are read on a later
+/// pass), each with its type as `getdents` reports it (possibly unknown).
+fn names(dir: BorrowedFd<'_>, limit: usize) -> Result<Vec<(CString, FileType)>, Errno> {
+    let mut listing = Dir::read_from(dir)?;
+    let mut out = Vec::new();
+    while let Some(entry) = listing.read() {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        out.push((name.to_owned(), entry.file_type()));
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// What `dir` holds below it, within `limits`.
+pub fn usage(dir: BorrowedFd<'_>, limits: &TreeLimits) -> Result<Usage, TreeError> {
+    let top = rustix::fs::openat(
+        dir,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io("open the cache directory"))?;
+    let mut total = Usage::default();
+    let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    let mut stack = vec![Dir::new(top).map_err(io("list the cache directory"))?];
+    loop {
+        let depth = stack.len();
+        let Some(current) = stack.last_mut() else {
+            break;
+        };
+        let Some(entry) = current.read() else {
+            stack.pop();
+            continue;
+        };
+        let entry = entry.map_err(io("list a directory"))?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        total.entries += 1;
+        if total.entries > limits.entries {
+            return Err(TreeError::TooManyEntries {
+                limit: limits.entries,
+            });
+        }
+        let parent = current.fd().map_err(io("list a directory"))?;
+        let stat = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            // Gone since it was listed.
+            Err(Errno::NOENT) => continue,
+            Err(errno) => return Err(io("inspect an entry")(errno)),
+        };
+        if stat.st_nlink <= 1 || seen.insert((stat.st_dev, stat.st_ino)) {
+            total.bytes += (stat.st_blocks as u64).saturating_mul(512);
+        }
+        if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+            if depth > limits.depth {
+                return Err(TreeError::TooDeep {
+                    limit: limits.depth,
+                });
+            }
+            let child = open_dir(parent, name).map_err(io("open a directory"))?;
+            stack.push(Dir::new(child).map_err(io("list a directory"))?);
+        }
+    }
+    Ok(total)
+}
+
+/// Directories held open at once while emptying; a deeper one is moved up to the top first.
+const OPEN_DIRS: usize = 32;
+/// Names read from a directory per pass.
+const BATCH: usize = 4096;
+
+/// Removes everything below `dir`, leaving `dir` itself, and returns how many entries it removed.
+/// Nothing is followed: a link is unlinked, a directory entered only through `O_NOFOLLOW`.
+/// Directories without owner write or search permission get it first. A chain deeper than
+/// [`OPEN_DIRS`] is cut: its deeper part is renamed into `dir` and emptied from there, so the
+/// descriptors held stay bounded whatever the depth.
+pub fn empty(dir: BorrowedFd<'_>) -> Result<u64, TreeError> {
+    let top = rustix::fs::openat(
+        dir,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io("open the cache directory"))?;
+    let mut removed = 0u64;
+    let mut moved = 0u64;
+    // Each level: the directory's descriptor and its name in the level above.
+    let mut stack: Vec<(OwnedFd, CString)> = vec![(top, CString::default())];
+    while let Some((current, _)) = stack.last() {
+        let mut found = names(current.as_fd(), BATCH).map_err(io("list a directory"))?;
+        // Files first, then the first directory: its subtree is emptied before the rest.
+        found.sort_by_key(|(_, kind)| *kind == FileType::Directory);
+        let mut descend = None;
+        for (name, kind) in found {
+            let kind = match kind {
+                FileType::Unknown => match rustix::fs::statat(
+                    current.as_fd(),
+                    name.as_c_str(),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ) {
+                    Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                    Err(Errno::NOENT) => continue,
+                    Err(errno) => return Err(io("inspect an entry")(errno)),
+                },
+                known => known,
+            };
+            if kind != FileType::Directory {
+                match rustix::fs::unlinkat(current.as_fd(), name.as_c_str(), AtFlags::empty()) {
+                    Ok(()) => {
+                        removed += 1;
+                        continue;
+                    }
+                    Err(Errno::NOENT) => continue,
+                    // A directory after all (the listed type was stale): entered now.
+                    Err(Errno::ISDIR) => {}
+                    Err(errno) => return Err(io("remove an entry")(errno)),
+                }
+            }
+            descend = Some(name);
+            break;
+        }
+        if let Some(name) = descend {
+            if stack.len() >= OPEN_DIRS {
+                // Too deep to hold open: move the subtree up to the top and empty it there.
+                let top = stack[0].0.as_fd();
+                loop {
+                    moved += 1;
+                    let to = CString::new(format!(".cordon-deep-{moved}")).unwrap_or_default();
+                    match rustix::fs::renameat(current.as_fd(), name.as_c_str(), top, &to) {
+                        Err(Errno::EXIST | Errno::NOTEMPTY) => continue,
+                        other => {
+                            other.map_err(io("move a deep directory"))?;
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            match open_dir(current.as_fd(), name.as_c_str()) {
+                Ok(child) => {
+                    // Removing its entries needs write and search permission on it.
+                    rustix::fs::fchmod(&child, Mode::RWXU).map_err(io("open a directory"))?;
+                    stack.push((child, name));
+                }
+                // Replaced by a link or a file since it was listed: removed on the next pass.
+                Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => {}
+                Err(errno) => return Err(io("open a directory")(errno)),
+            }
+            continue;
+        }
+        // Nothing left at this level: remove the directory itself from its parent.
+        let (done, name) = stack.pop().unwrap_or_else(|| unreachable!());
+        drop(done);
+        if let Some((parent, _)) = stack.last() {
+            match rustix::fs::unlinkat(parent.as_fd(), name.as_c_str(), AtFlags::REMOVEDIR) {
+                Ok(()) => removed += 1,
+                Err(Errno::NOENT) => {}
+                Err(errno) => return Err(io("remove a directory")(errno)),
+            }
+        }
+    }
+    Ok(removed)
+}
