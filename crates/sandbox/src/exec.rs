@@ -42,6 +42,12 @@ pub enum Stdin {
     Inherit,
     /// These bytes, then end of file.
     Bytes(Vec<u8>),
+    /// A new pseudo-terminal inside the sandbox (its own devpts), the command's stdin, stdout,
+    /// stderr and controlling terminal: this process's stdin is copied to it, its size follows
+    /// this process's stdin terminal (checked every 100 ms), and everything the command writes
+    /// arrives as [`Stream::Stdout`]. The caller puts its own terminal in raw mode
+    /// ([`crate::terminal::RawMode`]).
+    Terminal,
 }
 
 /// Which output stream a chunk came from.

@@ -163,7 +163,10 @@ fn serve(control: &OwnedFd, children: &OwnedFd) -> io::Result<()> {
                     // the earlier commands' is removed so it does not fill the session's `/tmp`.
                     // `remove_dir_all` removes a link planted there, never what it points to.
                     let _ = std::fs::remove_dir_all(crate::environment::PYCACHE_DIR);
-                    let reply = start(&spec, &fds)?;
+                    let reply = match spec.terminal {
+                        Some(size) => start_on_terminal(&spec, size, control)?,
+                        None => start(&spec, &fds, false)?,
+                    };
                     match reply {
                         Ok(pid) => running = Some(pid),
                         Err(failed) => wire::send(control.as_fd(), &failed, &[])?,
@@ -185,8 +188,35 @@ fn drain_signals(fd: &OwnedFd) {
     while matches!(sys::fd::read(fd.as_fd(), &mut buf), Ok(n) if n > 0) {}
 }
 
+/// Starts one workload on a new pseudo-terminal of the session's own devpts (`exec -t`), and
+/// sends the host its master once the command runs. Init keeps no end: the command holds the
+/// slave, the host the master, so the host reads end of file (`EIO`) when the last holder of the
+/// slave is gone.
+fn start_on_terminal(
+    spec: &ExecSpec,
+    size: sys::pty::WindowSize,
+    control: &OwnedFd,
+) -> io::Result<Result<i32, FromInit>> {
+    let (master, slave) = match sys::pty::open_pair(Some(size)) {
+        Ok(pair) => pair,
+        Err(err) => {
+            return Ok(Err(FromInit::SpawnFailed {
+                stage: sys::process::WorkloadStage::Terminal,
+                errno: err.raw_os_error().unwrap_or(libc::EIO),
+            }));
+        }
+    };
+    let stdio = [slave.try_clone()?, slave.try_clone()?, slave];
+    let started = start(spec, &stdio, true)?;
+    drop(stdio);
+    if started.is_ok() {
+        wire::send(control.as_fd(), &FromInit::Terminal, &[master.as_fd()])?;
+    }
+    Ok(started)
+}
+
 /// Starts one workload; `Ok(Err(..))` is a refusal to report, not a failure of init.
-fn start(spec: &ExecSpec, fds: &[OwnedFd]) -> io::Result<Result<i32, FromInit>> {
+fn start(spec: &ExecSpec, fds: &[OwnedFd], terminal: bool) -> io::Result<Result<i32, FromInit>> {
     let [stdin, stdout, stderr] = fds else {
         return Err(io::Error::other("exec needs exactly three descriptors"));
     };
@@ -216,7 +246,7 @@ fn start(spec: &ExecSpec, fds: &[OwnedFd]) -> io::Result<Result<i32, FromInit>> 
         .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
         .collect();
     let cwd = CString::new(spec.cwd.as_os_str().as_bytes()).map_err(invalid)?;
-    let work = Workload::new(candidates, argv, envp, cwd);
+    let work = Workload::new(candidates, argv, envp, cwd).on_terminal(terminal);
     let stdio = Stdio {
         stdin: stdin.as_fd(),
         stdout: stdout.as_fd(),

@@ -24,6 +24,11 @@ mod sys;
 pub mod toolchain;
 mod wire;
 
+/// The user's terminal for `cordon exec -t` ([`Stdin::Terminal`]).
+pub mod terminal {
+    pub use crate::sys::pty::{RawMode, WindowSize, set_window_size, window_size};
+}
+
 pub use config::{DEFAULT_TMP_SIZE, InitProgram, InitStart, Network, SessionConfig, Workspace};
 pub use error::SandboxError;
 pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};

@@ -17,7 +17,7 @@ pub use watch::{MemoryUsage, Tick, Watch};
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -170,61 +170,86 @@ impl Session {
             .cwd
             .clone()
             .unwrap_or_else(|| self.workspace.clone());
+        let terminal = request.stdin == Stdin::Terminal;
+        // This process's stdin, when the command runs on a terminal: copied to the pty, and its
+        // size followed.
+        let user_terminal = std::io::stdin();
+        let size = terminal
+            .then(|| crate::terminal::window_size(user_terminal.as_fd()))
+            .flatten();
         let spec = ExecSpec {
             argv: request.argv.clone(),
             cwd: cwd.clone(),
             env,
+            terminal: terminal.then_some(size.unwrap_or(DEFAULT_TERMINAL)),
         };
 
         let pipe = || sys::fd::pipe().map_err(SandboxError::start("create a pipe"));
-        let (out_read, out_write) = pipe()?;
-        let (err_read, err_write) = pipe()?;
         let mut feeder = None;
-        let stdin: OwnedFd = match &request.stdin {
-            Stdin::Null => null()?,
-            Stdin::Inherit => {
-                match sys::fd::dup_stdin().map_err(SandboxError::start("pass standard input"))? {
-                    Some(fd) => fd,
-                    // No standard input here: the command gets end of file, as from /dev/null.
-                    None => null()?,
+        let mut open = [None, None];
+        let sent = if terminal {
+            // Init makes the pty and sends its master once the command runs.
+            wire::send(self.control.as_fd(), &ToInit::Exec(spec), &[])
+        } else {
+            let (out_read, out_write) = pipe()?;
+            let (err_read, err_write) = pipe()?;
+            let stdin: OwnedFd = match &request.stdin {
+                Stdin::Null | Stdin::Terminal => null()?,
+                Stdin::Inherit => {
+                    match sys::fd::dup_stdin()
+                        .map_err(SandboxError::start("pass standard input"))?
+                    {
+                        Some(fd) => fd,
+                        // No standard input here: the command gets end of file, as from
+                        // /dev/null.
+                        None => null()?,
+                    }
                 }
+                Stdin::Bytes(bytes) => {
+                    let (read, write) = pipe()?;
+                    let bytes = bytes.clone();
+                    // Written from a thread so a command that reads nothing cannot block us; a
+                    // command that exits early makes the write fail with EPIPE, which is fine.
+                    feeder = Some(std::thread::spawn(move || {
+                        let _ = sys::fd::write_all(write.as_fd(), &bytes);
+                    }));
+                    read
+                }
+            };
+            let sent = wire::send(
+                self.control.as_fd(),
+                &ToInit::Exec(spec),
+                &[stdin.as_fd(), out_write.as_fd(), err_write.as_fd()],
+            );
+            drop((stdin, out_write, err_write));
+            for fd in [&out_read, &err_read] {
+                sys::fd::set_nonblocking(fd.as_fd())
+                    .map_err(SandboxError::start("configure an output pipe"))?;
             }
-            Stdin::Bytes(bytes) => {
-                let (read, write) = pipe()?;
-                let bytes = bytes.clone();
-                // Written from a thread so a command that reads nothing cannot block us; a
-                // command that exits early makes the write fail with EPIPE, which is fine.
-                feeder = Some(std::thread::spawn(move || {
-                    let _ = sys::fd::write_all(write.as_fd(), &bytes);
-                }));
-                read
-            }
+            open = [Some(out_read), Some(err_read)];
+            sent
         };
-        if let Err(e) = wire::send(
-            self.control.as_fd(),
-            &ToInit::Exec(spec),
-            &[stdin.as_fd(), out_write.as_fd(), err_write.as_fd()],
-        ) {
+        if let Err(e) = sent {
             // A session opened without waiting whose setup failed: init reported why and exited,
             // so the send met a closed socket. That report, still buffered, is the error to show.
             self.wait_ready()?;
             return Err(SandboxError::Lost { source: Some(e) });
         }
-        drop((stdin, out_write, err_write));
         // A session opened without waiting learns here that its root is built: init reads this
         // command only after that, and never when building failed (it reports the failure and
         // exits instead).
         self.wait_ready()?;
         // The command's time (and its `timeout`) counts from here, not from before the setup.
         let started = Instant::now();
-        for fd in [&out_read, &err_read] {
-            sys::fd::set_nonblocking(fd.as_fd())
-                .map_err(SandboxError::start("configure an output pipe"))?;
-        }
+        let mut pty = Pty {
+            master: None,
+            input: terminal.then(|| user_terminal.as_fd()),
+            pending: Vec::new(),
+            size,
+        };
 
         let limit = request.capture_limit;
         let mut captures = [Capture::default(), Capture::default()];
-        let mut open = [Some(out_read), Some(err_read)];
         let mut deadline = request.timeout.map(|t| started + t);
         let mut next_tick = watch.as_ref().map(|w| started + w.every);
         let mut timed_out = false;
@@ -244,9 +269,25 @@ impl Session {
                     readable: false,
                 });
             }
+            let input_poll = pty.input.map(|fd| {
+                polls.push(Poll {
+                    fd: fd.as_raw_fd(),
+                    readable: false,
+                });
+                polls.len() - 1
+            });
             let wake = match (deadline, next_tick.filter(|_| !killing)) {
                 (Some(d), Some(t)) => Some(d.min(t)),
                 (d, t) => d.or(t),
+            };
+            // On a terminal, wake at least every 100 ms to follow the window's size (and to
+            // retry input the pty had no room for).
+            let wake = match (terminal, wake) {
+                (false, wake) => wake,
+                (true, wake) => {
+                    let soon = Instant::now() + TERMINAL_TICK;
+                    Some(wake.map_or(soon, |w| w.min(soon)))
+                }
             };
             let wait = wake.map_or(-1, |d| {
                 d.saturating_duration_since(Instant::now())
@@ -255,11 +296,29 @@ impl Session {
             });
             sys::fd::poll(&mut polls, wait).map_err(|e| SandboxError::Lost { source: Some(e) })?;
             drain(&mut open, &mut captures, &mut buf, limit, on_output);
+            if terminal {
+                let typed = input_poll.is_some_and(|i| polls[i].readable);
+                pty.pump(typed, &mut buf);
+            }
             if polls[0].readable {
                 match wire::receive::<FromInit>(&self.control)
                     .map_err(|e| SandboxError::Lost { source: Some(e) })?
                 {
                     None => return Err(SandboxError::Lost { source: None }),
+                    Some((FromInit::Terminal, mut fds)) if terminal && pty.master.is_none() => {
+                        let master = fds.pop().ok_or_else(|| SandboxError::Setup {
+                            message: "init sent no terminal".to_owned(),
+                        })?;
+                        sys::fd::set_nonblocking(master.as_fd())
+                            .map_err(SandboxError::start("configure the terminal"))?;
+                        // Its output is read as stdout; the same descriptor takes the input.
+                        open[0] = Some(
+                            master
+                                .try_clone()
+                                .map_err(SandboxError::start("configure the terminal"))?,
+                        );
+                        pty.master = Some(master);
+                    }
                     Some((FromInit::Exited { code, signal }, _)) => {
                         break match (code, signal) {
                             (_, Some(signal)) => ExitStatus::Signal(signal),
@@ -429,6 +488,63 @@ fn drain(
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => open[index] = None,
+            }
+        }
+    }
+}
+
+/// The size a terminal command gets when this process's stdin reports none.
+const DEFAULT_TERMINAL: crate::terminal::WindowSize =
+    crate::terminal::WindowSize { rows: 24, cols: 80 };
+/// How often a terminal command's window size is compared with the user's.
+const TERMINAL_TICK: Duration = Duration::from_millis(100);
+/// Typed input held while the pty has no room for it; past it, further input is dropped.
+const MAX_PENDING_INPUT: usize = 64 << 10;
+
+/// The host's end of a terminal command ([`Stdin::Terminal`]).
+struct Pty<'a> {
+    /// The pty master, once init has sent it.
+    master: Option<OwnedFd>,
+    /// The user's terminal (this process's stdin) while it gives input.
+    input: Option<BorrowedFd<'a>>,
+    /// Input read but not yet taken by the pty.
+    pending: Vec<u8>,
+    /// The size last given to the pty.
+    size: Option<crate::terminal::WindowSize>,
+}
+
+impl Pty<'_> {
+    /// Reads what the user typed (when `typed`), hands pending input to the pty as far as it
+    /// takes it, and passes on a change of the window's size.
+    fn pump(&mut self, typed: bool, buf: &mut [u8]) {
+        if typed && let Some(input) = self.input {
+            let room = MAX_PENDING_INPUT
+                .saturating_sub(self.pending.len())
+                .min(buf.len());
+            match sys::fd::read(input, &mut buf[..room.max(1)]) {
+                // End of input (a hang-up): nothing more to copy.
+                Ok(0) | Err(_) => self.input = None,
+                Ok(n) if room > 0 => self.pending.extend_from_slice(&buf[..n]),
+                Ok(_) => {}
+            }
+        }
+        let Some(master) = &self.master else {
+            return;
+        };
+        if let Some(size) = crate::terminal::window_size(std::io::stdin().as_fd())
+            && Some(size) != self.size
+            && crate::terminal::set_window_size(master.as_fd(), size).is_ok()
+        {
+            self.size = Some(size);
+        }
+        if !self.pending.is_empty() {
+            match sys::fd::write_some(master.as_fd(), &self.pending) {
+                Ok(n) => {
+                    self.pending.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The terminal is gone (the command and its children closed it).
+                Err(_) => self.pending.clear(),
             }
         }
     }

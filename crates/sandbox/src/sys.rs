@@ -10,6 +10,7 @@ pub(crate) mod net;
 pub(crate) mod netns;
 pub(crate) mod probe;
 pub(crate) mod process;
+pub(crate) mod pty;
 pub(crate) mod spawn;
 
 use std::ffi::CString;

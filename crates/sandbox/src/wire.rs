@@ -37,6 +37,8 @@ pub enum FromInit {
     SetupFailed { message: String },
     /// The workload could not be started (`stage`, `errno`); nothing of it ran.
     SpawnFailed { stage: WorkloadStage, errno: i32 },
+    /// The workload runs on a pseudo-terminal; its master comes with this message.
+    Terminal,
     /// The workload ended with an exit code or a signal.
     Exited {
         code: Option<i32>,
@@ -65,6 +67,11 @@ pub struct ExecSpec {
     pub argv: Vec<String>,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
+    /// Run on a new pseudo-terminal of this size (`cordon exec -t`): init makes the pair, the
+    /// command gets the slave as stdin, stdout, stderr and controlling terminal, the host gets
+    /// the master ([`FromInit::Terminal`]). No descriptors come with the message then.
+    #[serde(default)]
+    pub terminal: Option<crate::sys::pty::WindowSize>,
 }
 
 /// A path of any bytes in a message: a string when it is UTF-8 (every path but a masked

@@ -75,6 +75,10 @@ pub struct Args {
     /// state directory per workspace; `cordon cache ls` and `cordon cache clear` manage them
     #[arg(long = "cache", value_name = "NAME")]
     cache: Vec<String>,
+    /// Run the command on a pseudo-terminal inside the sandbox connected to this terminal (its
+    /// window size and changes passed on); without it stdin, stdout and stderr are pipes
+    #[arg(short = 't', long = "tty")]
+    tty: bool,
     /// The command to run and its arguments
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -197,6 +201,12 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
         .build(mode.unwrap_or(Mode::Allowlist))
         .map_err(|problems| anyhow::anyhow!("{problems}"))?;
     let network = Network::None;
+    if args.tty && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        anyhow::bail!(
+            "`-t` needs a terminal on standard input, and this one is a pipe or a file; run it \
+             from a terminal, or drop `-t` to pass stdin, stdout and stderr as pipes"
+        );
+    }
     let timeout = match args.timeout {
         Some(0) => {
             anyhow::bail!("`--timeout 0` would kill the command at once; give at least 1 second")
@@ -288,7 +298,21 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
 
     let mut request = ExecRequest::new(args.command.clone());
     request.env = env;
-    request.stdin = Stdin::Inherit;
+    request.stdin = if args.tty {
+        Stdin::Terminal
+    } else {
+        Stdin::Inherit
+    };
+    // On a terminal the pty inside echoes, edits lines and turns keys into signals: the user's
+    // terminal passes every key through until the command ends (restored on every way out of
+    // this function, typed-ahead answers discarded).
+    let raw = match args.tty {
+        true => Some(
+            cordon_sandbox::terminal::RawMode::enter(std::os::fd::AsFd::as_fd(&std::io::stdin()))
+                .map_err(|err| anyhow::anyhow!("cannot put the terminal in raw mode: {err}"))?,
+        ),
+        false => None,
+    };
     request.timeout = timeout;
     // The output goes straight through; `cordon exec` keeps no capture.
     request.capture_limit = 0;
@@ -303,6 +327,7 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
             Stream::Stderr => stderr.lock().write_all(bytes),
         };
     })?;
+    drop(raw);
     // This process exits next: end the session without waiting for init's teardown when nothing
     // else runs in it (see `Session::close_for_exit`).
     session.close_for_exit();

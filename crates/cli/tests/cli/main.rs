@@ -7,6 +7,7 @@ mod doctor;
 mod escape;
 mod exec;
 mod exec_egress;
+mod exec_tty;
 mod help;
 mod host_boundary;
 mod init;

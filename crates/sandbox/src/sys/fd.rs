@@ -218,6 +218,22 @@ pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Writes all of `bytes` to `fd`.
+/// One `write` of `bytes` (retried only when interrupted): how many were taken, or `WouldBlock`
+/// on a full non-blocking descriptor.
+pub(crate) fn write_some(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `bytes` is valid for reads of `bytes.len()` bytes.
+        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
 pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         // SAFETY: `bytes` is valid for reads of `bytes.len()` bytes.

@@ -139,6 +139,8 @@ pub(crate) struct Workload {
     _envp: Vec<CString>,
     envp_ptrs: Vec<*const c_char>,
     cwd: CString,
+    /// Take stdin as the controlling terminal after `setsid`.
+    terminal: bool,
 }
 
 impl Workload {
@@ -161,7 +163,14 @@ impl Workload {
             envp_ptrs: ptrs(&envp),
             _envp: envp,
             cwd,
+            terminal: false,
         }
+    }
+
+    /// The workload's stdin is a pseudo-terminal slave that becomes its controlling terminal.
+    pub(crate) fn on_terminal(mut self, terminal: bool) -> Workload {
+        self.terminal = terminal;
+        self
     }
 }
 
@@ -176,6 +185,8 @@ pub(crate) struct Stdio<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WorkloadStage {
     Descriptors,
+    /// Making the pseudo-terminal, or making it the controlling terminal (`exec -t`).
+    Terminal,
     Session,
     Directory,
     Capabilities,
@@ -295,8 +306,15 @@ fn prepare_and_exec(launch: &Launch<'_>) -> WorkloadStage {
         {
             return WorkloadStage::Descriptors;
         }
-        if libc::setsid() < 0
-            || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+        if libc::setsid() < 0 {
+            return WorkloadStage::Session;
+        }
+        // The new session's controlling terminal: the pseudo-terminal on stdin (`exec -t`), so
+        // job control, `^C` and `SIGWINCH` reach the command's foreground group.
+        if work.terminal && !super::pty::take_controlling_terminal() {
+            return WorkloadStage::Terminal;
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
             || libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
         {
             return WorkloadStage::Session;

@@ -1,0 +1,154 @@
+//! `cordon exec -t` under a real terminal (tmux, DESIGN §11): the command gets a pseudo-terminal
+//! of the session's own devpts as its controlling terminal, the window's size and its changes,
+//! the keys typed (`^C` as a signal to its foreground group), and the user's terminal is back in
+//! its own mode afterwards. Without `-t` there is no terminal (the control), and `-t` without a
+//! terminal on stdin is refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{cordon, cordon_bin};
+
+/// A tmux server of its own (socket in a temp dir, no user config), killed on drop.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn start(dir: &Path, width: u16, height: u16, command: &str) -> Tmux {
+        let tmux = Tmux {
+            socket: dir.join("tmux.sock"),
+        };
+        let status = tmux
+            .command()
+            .args(["-f", "/dev/null", "new-session", "-d", "-s", "t"])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .arg(command)
+            .status()
+            .expect("tmux: install it (the distribution's `tmux`)");
+        assert!(status.success(), "tmux new-session");
+        tmux
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.arg("-S").arg(&self.socket).stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) {
+        let status = self.command().args(args).status().expect("tmux");
+        assert!(status.success(), "tmux {args:?}");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command().arg("kill-server").status();
+    }
+}
+
+/// Waits (at most 20 s) until `file` holds at least `lines` lines; returns them.
+fn lines(file: &Path, lines: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let found: Vec<String> = text.lines().map(str::to_owned).collect();
+        if found.len() >= lines {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never had {lines} lines: {text:?}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn quote(path: &Path) -> String {
+    format!("'{}'", path.display())
+}
+
+#[test]
+fn exec_t_gives_the_command_a_terminal_that_follows_the_window_and_the_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canonical").join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let out = ws.join("out");
+    // In the sandbox: what the terminal is, its size, a typed line, the size after a resize;
+    // then a sleep for ^C to end. Outside: the exit status and the terminal's mode afterwards.
+    let script = "tty > out; stty size >> out; read line; echo \"typed=$line\" >> out; \
+                  stty size >> out; sleep 60";
+    let command = format!(
+        "{} exec -t -w {} -- sh -c '{}'; echo \"exit=$?\" > {}; stty -a > {}; sleep 60",
+        quote(&cordon_bin()),
+        quote(&ws),
+        script.replace('\'', "'\\''"),
+        quote(&dir.path().join("rc")),
+        quote(&dir.path().join("after")),
+    );
+    let tmux = Tmux::start(dir.path(), 91, 27, &command);
+    let first = lines(&out, 2);
+    assert!(
+        first[0].starts_with("/dev/pts/"),
+        "the command's stdin is a terminal of the session's devpts: {first:?}"
+    );
+    let initial = first[1].clone();
+    assert!(initial.ends_with(" 91"), "the window's width: {first:?}");
+    tmux.run(&["resize-window", "-t", "t", "-x", "120", "-y", "40"]);
+    // The size is followed every 100 ms; the command reads it after the line is typed.
+    std::thread::sleep(Duration::from_millis(500));
+    tmux.run(&["send-keys", "-t", "t", "hello", "Enter"]);
+    let all = lines(&out, 4);
+    assert_eq!(all[2], "typed=hello");
+    assert!(
+        all[3].ends_with(" 120"),
+        "the size change reached the command: {all:?}"
+    );
+    assert_ne!(all[3], initial);
+    tmux.run(&["send-keys", "-t", "t", "C-c"]);
+    assert_eq!(
+        lines(&dir.path().join("rc"), 1),
+        ["exit=130"],
+        "^C killed the command (SIGINT)"
+    );
+    // The user's terminal is in its own (cooked) mode again: echo and line editing on.
+    let after = lines(&dir.path().join("after"), 1).join("\n");
+    assert!(
+        after.contains(" icanon") && after.contains(" echo"),
+        "{after}"
+    );
+}
+
+#[test]
+fn without_t_the_command_has_no_terminal_and_t_needs_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The control: pipes, no terminal.
+    let out = cordon()
+        .args(["exec", "-w"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", "tty; test -t 0 || echo no-terminal"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("cordon exec");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "not a tty\nno-terminal\n"
+    );
+    let out = cordon()
+        .args(["exec", "-t", "-w"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", "touch ran"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("cordon exec -t");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`-t` needs a terminal on standard input"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.path().join("ran").exists(), "nothing ran");
+}

@@ -1,0 +1,117 @@
+//! Pseudo-terminals for `cordon exec -t`: the pair is made by init in the session's own devpts
+//! instance (so the command's `tty` names a terminal that exists in its root), the host gets the
+//! master; the user's terminal is put in raw mode while the command runs and restored after.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use super::check;
+
+/// A terminal's size in character cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WindowSize {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+/// A new pseudo-terminal pair `(master, slave)` from `/dev/ptmx` (init's: the session's own
+/// devpts), both close-on-exec, neither a controlling terminal of this process. The slave is
+/// opened from the master (`TIOCGPTPEER`), never by a path lookup under `/dev/pts`.
+pub(crate) fn open_pair(size: Option<WindowSize>) -> io::Result<(OwnedFd, OwnedFd)> {
+    // SAFETY: a NUL-terminated literal path; the result is checked.
+    let master = check(unsafe {
+        libc::open(
+            c"/dev/ptmx".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    let unlock: libc::c_int = 0;
+    // SAFETY: TIOCSPTLCK reads one int from the pointer, which is valid.
+    check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) })?;
+    if let Some(size) = size {
+        set_window_size(master.as_fd(), size)?;
+    }
+    // SAFETY: TIOCGPTPEER takes the open flags as its integer argument and returns a new
+    // descriptor.
+    let slave = check(unsafe {
+        libc::ioctl(
+            master.as_raw_fd(),
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok((master, unsafe { OwnedFd::from_raw_fd(slave) }))
+}
+
+/// The size of the terminal `fd`, or `None` when it is not a terminal (or reports 0×0).
+pub fn window_size(fd: BorrowedFd<'_>) -> Option<WindowSize> {
+    // SAFETY: `winsize` is plain data; TIOCGWINSZ writes one into the valid pointer.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut size) } != 0 {
+        return None;
+    }
+    (size.ws_row > 0 && size.ws_col > 0).then_some(WindowSize {
+        rows: size.ws_row,
+        cols: size.ws_col,
+    })
+}
+
+/// Sets the size of the terminal (or pty master) `fd`; its foreground process group gets
+/// `SIGWINCH` when it changes.
+pub fn set_window_size(fd: BorrowedFd<'_>, size: WindowSize) -> io::Result<()> {
+    let size = libc::winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize` from the valid pointer.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &size) }).map(drop)
+}
+
+/// Makes the calling process's standard input its controlling terminal (the workload's child,
+/// after `setsid`). Async-signal-safe: one system call.
+pub(crate) fn take_controlling_terminal() -> bool {
+    // SAFETY: TIOCSCTTY takes an integer (0: do not steal from another session).
+    unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) == 0 }
+}
+
+/// The user's terminal in raw mode (no echo, no line editing, no signals from keys, no output
+/// processing), as the pseudo-terminal inside does all of that; restored on drop, after input
+/// still queued is discarded — so answers a terminal gives to what the command printed (a
+/// title or cursor report) never reach the shell that runs next.
+pub struct RawMode {
+    fd: OwnedFd,
+    saved: libc::termios,
+}
+
+impl RawMode {
+    /// Puts the terminal `fd` in raw mode.
+    pub fn enter(fd: BorrowedFd<'_>) -> io::Result<RawMode> {
+        let fd = fd.try_clone_to_owned()?;
+        // SAFETY: `termios` is plain data; tcgetattr fills it through the valid pointer.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: see above.
+        check(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut saved) })?;
+        let mut raw = saved;
+        // SAFETY: cfmakeraw only edits the struct it is given.
+        unsafe { libc::cfmakeraw(&mut raw) };
+        // SAFETY: tcsetattr reads the valid struct.
+        check(unsafe { libc::tcsetattr(fd.as_raw_fd(), libc::TCSANOW, &raw) })?;
+        Ok(RawMode { fd, saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        // SAFETY: integer and valid-pointer arguments on a descriptor we own.
+        unsafe {
+            libc::tcflush(self.fd.as_raw_fd(), libc::TCIFLUSH);
+            libc::tcsetattr(self.fd.as_raw_fd(), libc::TCSANOW, &self.saved);
+        }
+    }
+}
