@@ -310,3 +310,66 @@ fn toolchain_go_runs_a_module_with_the_distributions_go() {
         format!("{}\nhello from go\n", root.display())
     );
 }
+
+#[test]
+fn toolchain_node_runs_a_test_suite_with_the_nvm_default_version() {
+    // An nvm directory as nvm lays it out (`versions/node/vX/bin/node`, `alias/default`), holding
+    // the distribution's node (`.ci/run` installs nodejs): the node of nvm's default is the one
+    // the sandbox runs, not `/usr/bin/node`.
+    assert!(
+        std::path::Path::new("/usr/bin/node").exists(),
+        "this test needs the distribution's node: install nodejs"
+    );
+    let nvm = tempfile::Builder::new()
+        .prefix("cordon-nvm-")
+        .tempdir()
+        .expect("tempdir");
+    let nvm_dir = nvm.path().canonicalize().expect("canonical");
+    let bin = nvm_dir.join("versions/node/v20.99.0/bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::fs::create_dir_all(nvm_dir.join("versions/node/v18.0.0/bin")).expect("mkdir");
+    std::fs::copy("/usr/bin/node", bin.join("node")).expect("copy node");
+    std::fs::create_dir(nvm_dir.join("alias")).expect("mkdir");
+    std::fs::write(nvm_dir.join("alias/default"), "20\n").expect("write");
+    let ws = tempfile::Builder::new()
+        .prefix("cordon-toolchain-")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::write(
+        ws.path().join("sum.test.js"),
+        "const test = require('node:test');\nconst assert = require('node:assert');\n\
+         test('adds', () => assert.strictEqual(1 + 1, 2));\n",
+    )
+    .expect("write");
+    let out = cordon()
+        .env("NVM_DIR", &nvm_dir)
+        .args(["exec", "--toolchain", "node", "-w"])
+        .arg(ws.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "command -v node && node --test sum.test.js",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("cordon exec");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert_eq!(
+        stdout.lines().next(),
+        Some(bin.join("node").to_str().expect("utf-8")),
+        "nvm's default version runs: {stdout}"
+    );
+    assert!(stdout.contains("# pass 1"), "{stdout}");
+    // Control: without the toolchain the sandbox's node is the distribution's.
+    let out = cordon()
+        .env("NVM_DIR", &nvm_dir)
+        .args(["exec", "-w"])
+        .arg(ws.path())
+        .args(["--", "sh", "-c", "command -v node"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("cordon exec");
+    assert_eq!(text(&out.stdout), "/usr/bin/node\n");
+}
