@@ -6,6 +6,7 @@ pub mod event;
 mod refusal;
 mod run_id;
 mod step_name;
+pub mod terminal;
 pub mod text;
 
 pub use attempt::Attempt;

@@ -46,7 +46,7 @@ pub enum Stdin {
     /// stderr and controlling terminal: this process's stdin is copied to it, its size follows
     /// this process's stdin terminal (checked every 100 ms), and everything the command writes
     /// arrives as [`Stream::Stdout`]. The caller puts its own terminal in raw mode
-    /// ([`crate::terminal::RawMode`]).
+    /// ([`crate::terminal::TerminalGuard::raw`]).
     Terminal,
 }
 

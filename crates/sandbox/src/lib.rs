@@ -26,7 +26,9 @@ mod wire;
 
 /// The user's terminal for `cordon exec -t` ([`Stdin::Terminal`]).
 pub mod terminal {
-    pub use crate::sys::pty::{RawMode, WindowSize, set_window_size, window_size};
+    pub use crate::sys::pty::{
+        SETTLE_WAIT, TerminalGuard, WindowSize, set_window_size, window_size,
+    };
 }
 
 pub use config::{DEFAULT_TMP_SIZE, InitProgram, InitStart, Network, SessionConfig, Workspace};
@@ -34,5 +36,5 @@ pub use error::SandboxError;
 pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
 pub use facts::{HOSTNAME, host_user};
 pub use mounts::GitMutations;
-pub use session::{MemoryUsage, Session, Starting, Tick, Watch};
+pub use session::{ESCAPE_STOPPED, MemoryUsage, Session, Starting, Tick, Watch};
 pub use sys::process::WorkloadStage;

@@ -71,6 +71,9 @@ pub struct Session {
     /// The caches mounted, kept for their shared lock: no `cordon cache clear` empties them
     /// while this session lives.
     caches: Option<crate::cache::Opened>,
+    /// The scratch covers of git directories (`allow_git_mutations`): written back to the host's
+    /// git directories once nothing runs in the session, then removed.
+    git: Option<crate::git::cover::Scratch>,
     closed: bool,
 }
 
@@ -187,6 +190,10 @@ impl Session {
         let pipe = || sys::fd::pipe().map_err(SandboxError::start("create a pipe"));
         let mut feeder = None;
         let mut open = [None, None];
+        // A terminal on stdin is never handed to the command without `Stdin::Terminal`: what is
+        // typed is copied into a pipe instead, so the command cannot write questions to the
+        // terminal (whose answers would reach the shell after it ends) or change its settings.
+        let mut stdin_pipe = None;
         let sent = if terminal {
             // Init makes the pty and sends its master once the command runs.
             wire::send(self.control.as_fd(), &ToInit::Exec(spec), &[])
@@ -195,6 +202,13 @@ impl Session {
             let (err_read, err_write) = pipe()?;
             let stdin: OwnedFd = match &request.stdin {
                 Stdin::Null | Stdin::Terminal => null()?,
+                Stdin::Inherit if std::io::IsTerminal::is_terminal(&user_terminal) => {
+                    let (read, write) = pipe()?;
+                    sys::fd::set_nonblocking(write.as_fd())
+                        .map_err(SandboxError::start("configure the input pipe"))?;
+                    stdin_pipe = Some(write);
+                    read
+                }
                 Stdin::Inherit => {
                     match sys::fd::dup_stdin()
                         .map_err(SandboxError::start("pass standard input"))?
@@ -241,11 +255,14 @@ impl Session {
         self.wait_ready()?;
         // The command's time (and its `timeout`) counts from here, not from before the setup.
         let started = Instant::now();
+        let relaying = terminal || stdin_pipe.is_some();
         let mut pty = Pty {
-            master: None,
-            input: terminal.then(|| user_terminal.as_fd()),
+            terminal,
+            master: stdin_pipe,
+            input: relaying.then(|| user_terminal.as_fd()),
             pending: Vec::new(),
             size,
+            escapes: 0,
         };
 
         let limit = request.capture_limit;
@@ -280,9 +297,9 @@ impl Session {
                 (Some(d), Some(t)) => Some(d.min(t)),
                 (d, t) => d.or(t),
             };
-            // On a terminal, wake at least every 100 ms to follow the window's size (and to
-            // retry input the pty had no room for).
-            let wake = match (terminal, wake) {
+            // Relaying input, wake at least every 100 ms to follow the window's size and to
+            // retry input the pty (or pipe) had no room for.
+            let wake = match (relaying, wake) {
                 (false, wake) => wake,
                 (true, wake) => {
                     let soon = Instant::now() + TERMINAL_TICK;
@@ -296,9 +313,11 @@ impl Session {
             });
             sys::fd::poll(&mut polls, wait).map_err(|e| SandboxError::Lost { source: Some(e) })?;
             drain(&mut open, &mut captures, &mut buf, limit, on_output);
-            if terminal {
+            if relaying {
                 let typed = input_poll.is_some_and(|i| polls[i].readable);
-                pty.pump(typed, &mut buf);
+                if pty.pump(typed, &mut buf) && stopped.is_none() && !killing {
+                    stopped = Some(ESCAPE_STOPPED.to_owned());
+                }
             }
             if polls[0].readable {
                 match wire::receive::<FromInit>(&self.control)
@@ -414,7 +433,8 @@ impl Session {
     /// reaped when this process exits. A session with a cgroup is always waited for, so the group
     /// can be removed.
     pub fn close_for_exit(mut self) {
-        let alone = self.cgroup.is_none() && {
+        // Written-back git state needs every process gone first: that is waited for.
+        let alone = self.cgroup.is_none() && self.git.is_none() && {
             let pid = self.init.pid;
             // Reading fails without CONFIG_PROC_CHILDREN: then wait, as `close` does.
             fs::read(format!("/proc/{pid}/task/{pid}/children")).is_ok_and(|c| c.is_empty())
@@ -442,6 +462,13 @@ impl Session {
         self.closed = true;
         let _ = sys::process::pidfd_kill(self.init.pidfd.as_fd());
         let _ = sys::process::pidfd_wait(self.init.pidfd.as_fd());
+        // Init has died, and with it (PID 1 of its namespace) every process of the session:
+        // nothing writes the scratch covers any more.
+        if let Some(scratch) = self.git.take() {
+            for problem in scratch.write_back() {
+                eprintln!("cordon: {problem}");
+            }
+        }
         // Non-fatal: a group that cannot be removed now is removed as a leftover at the next
         // start (`cleanup_stale`).
         if let Some(group) = self.cgroup.take() {
@@ -501,9 +528,20 @@ const TERMINAL_TICK: Duration = Duration::from_millis(100);
 /// Typed input held while the pty has no room for it; past it, further input is dropped.
 const MAX_PENDING_INPUT: usize = 64 << 10;
 
-/// The host's end of a terminal command ([`Stdin::Terminal`]).
+/// What a user stops a terminal command with: `^]` three times in a row (`Stdin::Terminal`
+/// passes every other key, `^C` included, to the command, which may ignore them).
+const ESCAPE: u8 = 0x1d;
+const ESCAPES: u8 = 3;
+/// The reason a command stopped by [`ESCAPE`] gives.
+pub const ESCAPE_STOPPED: &str = "stopped from the terminal (^] three times)";
+
+/// The host's end of the user's typing: into a terminal command's pty master
+/// ([`Stdin::Terminal`]), or into the pipe a command gets for stdin when this process's stdin is
+/// a terminal ([`Stdin::Inherit`]).
 struct Pty<'a> {
-    /// The pty master, once init has sent it.
+    /// Whether the command runs on a pty (its size followed, the escape watched).
+    terminal: bool,
+    /// The pty master once init has sent it, or the stdin pipe's write end.
     master: Option<OwnedFd>,
     /// The user's terminal (this process's stdin) while it gives input.
     input: Option<BorrowedFd<'a>>,
@@ -511,27 +549,40 @@ struct Pty<'a> {
     pending: Vec<u8>,
     /// The size last given to the pty.
     size: Option<crate::terminal::WindowSize>,
+    /// How many [`ESCAPE`] bytes were typed in a row.
+    escapes: u8,
 }
 
 impl Pty<'_> {
-    /// Reads what the user typed (when `typed`), hands pending input to the pty as far as it
-    /// takes it, and passes on a change of the window's size.
-    fn pump(&mut self, typed: bool, buf: &mut [u8]) {
+    /// Reads what the user typed (when `typed`), hands pending input on as far as it is taken,
+    /// and passes on a change of the window's size. True when the user typed the escape.
+    fn pump(&mut self, typed: bool, buf: &mut [u8]) -> bool {
+        let mut escaped = false;
         if typed && let Some(input) = self.input {
             let room = MAX_PENDING_INPUT
                 .saturating_sub(self.pending.len())
                 .min(buf.len());
             match sys::fd::read(input, &mut buf[..room.max(1)]) {
-                // End of input (a hang-up): nothing more to copy.
+                // End of input (`^D` on a terminal in its own mode, or a hang-up).
                 Ok(0) | Err(_) => self.input = None,
-                Ok(n) if room > 0 => self.pending.extend_from_slice(&buf[..n]),
-                Ok(_) => {}
+                Ok(n) => {
+                    if self.terminal {
+                        for &byte in &buf[..n] {
+                            self.escapes = if byte == ESCAPE { self.escapes + 1 } else { 0 };
+                            escaped |= self.escapes >= ESCAPES;
+                        }
+                    }
+                    if room > 0 {
+                        self.pending.extend_from_slice(&buf[..n]);
+                    }
+                }
             }
         }
         let Some(master) = &self.master else {
-            return;
+            return escaped;
         };
-        if let Some(size) = crate::terminal::window_size(std::io::stdin().as_fd())
+        if self.terminal
+            && let Some(size) = crate::terminal::window_size(std::io::stdin().as_fd())
             && Some(size) != self.size
             && crate::terminal::set_window_size(master.as_fd(), size).is_ok()
         {
@@ -543,10 +594,18 @@ impl Pty<'_> {
                     self.pending.drain(..n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                // The terminal is gone (the command and its children closed it).
-                Err(_) => self.pending.clear(),
+                // The reader is gone (the command and its children closed it).
+                Err(_) => {
+                    self.pending.clear();
+                    self.input = None;
+                }
             }
         }
+        // A stdin pipe whose input ended is closed once drained: the command reads end of file.
+        if !self.terminal && self.input.is_none() && self.pending.is_empty() {
+            self.master = None;
+        }
+        escaped
     }
 }
 

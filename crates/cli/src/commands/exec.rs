@@ -303,21 +303,27 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     } else {
         Stdin::Inherit
     };
+    let terminal = Terminal::of_this_process();
     // On a terminal the pty inside echoes, edits lines and turns keys into signals: the user's
-    // terminal passes every key through until the command ends (restored on every way out of
-    // this function, typed-ahead answers discarded).
-    let raw = match args.tty {
-        true => Some(
-            cordon_sandbox::terminal::RawMode::enter(std::os::fd::AsFd::as_fd(&std::io::stdin()))
-                .map_err(|err| anyhow::anyhow!("cannot put the terminal in raw mode: {err}"))?,
-        ),
-        false => None,
-    };
+    // terminal passes every key through until the command ends. Either way the terminal gets its
+    // settings back when this function returns, after the farewell (see `Terminal`).
+    let guard = terminal.guard(args.tty)?;
     request.timeout = timeout;
     // The output goes straight through; `cordon exec` keeps no capture.
     request.capture_limit = 0;
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+    let mut filters = terminal.filters();
+    let mut filtered = Vec::new();
     let outcome = session.exec(&request, &mut |stream, bytes| {
+        let index = usize::from(stream == Stream::Stderr);
+        let bytes = match &mut filters[index] {
+            Some(filter) => {
+                filtered.clear();
+                filter.push(bytes, &mut filtered);
+                filtered.as_slice()
+            }
+            None => bytes,
+        };
         // A closed stdout (`cordon exec ... | head`) must not stop the command; drop the bytes.
         let _ = match stream {
             Stream::Stdout => stdout
@@ -327,10 +333,17 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
             Stream::Stderr => stderr.lock().write_all(bytes),
         };
     })?;
-    drop(raw);
+    if outcome.stopped.as_deref() == Some(cordon_sandbox::ESCAPE_STOPPED) {
+        eprint!("\r\ncordon: {}\r\n", cordon_sandbox::ESCAPE_STOPPED);
+    }
     // This process exits next: end the session without waiting for init's teardown when nothing
     // else runs in it (see `Session::close_for_exit`).
     session.close_for_exit();
+    // Nothing of the session writes to the terminal any more: the farewell, then its settings.
+    match guard {
+        Some(guard) => drop(guard),
+        None => terminal.reset(),
+    }
     if let Some(proxy) = proxy {
         proxy.stop();
         for line in refusals.lines() {
@@ -397,6 +410,81 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_code()).unwrap_or(u8::MAX),
     ))
+}
+
+/// Which of this process's standard streams are terminals, for what the command's output may
+/// send to them (DESIGN §11, threat model "Terminals").
+struct Terminal {
+    stdin: bool,
+    stdout: bool,
+    stderr: bool,
+}
+
+impl Terminal {
+    fn of_this_process() -> Terminal {
+        use std::io::IsTerminal;
+        Terminal {
+            stdin: std::io::stdin().is_terminal(),
+            stdout: std::io::stdout().is_terminal(),
+            stderr: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// A filter for each output stream that is a terminal: no question reaches it, so no answer
+    /// can be typed into the user's shell after the command.
+    fn filters(&self) -> [Option<cordon_protocol::terminal::Filter>; 2] {
+        [self.stdout, self.stderr].map(|tty| tty.then(cordon_protocol::terminal::Filter::new))
+    }
+
+    /// With the user's terminal on stdin and an output: its settings saved (raw for `-t`), and
+    /// on drop the modes the command may have turned on reset, answers still on their way read
+    /// until the terminal has answered cordon's own last question, queued input discarded and
+    /// the settings restored. Without a terminal on stdin there is nothing to save or read:
+    /// [`Terminal::reset`] writes the resets alone.
+    fn guard(&self, raw: bool) -> anyhow::Result<Option<cordon_sandbox::terminal::TerminalGuard>> {
+        use cordon_protocol::terminal::{RESET_MODES, STATUS_ANSWER, STATUS_QUERY};
+        use std::os::fd::AsFd;
+        let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+        let output = match (self.stdout, self.stderr) {
+            (true, _) => stdout.as_fd(),
+            (false, true) => stderr.as_fd(),
+            (false, false) => return Ok(None),
+        };
+        if !self.stdin {
+            return Ok(None);
+        }
+        let farewell = [RESET_MODES, STATUS_QUERY].concat();
+        let guard = cordon_sandbox::terminal::TerminalGuard::save(
+            std::io::stdin().as_fd(),
+            output,
+            &farewell,
+            STATUS_ANSWER,
+        )
+        .map_err(|err| anyhow::anyhow!("cannot read the terminal's settings: {err}"))?;
+        if raw {
+            guard
+                .raw()
+                .map_err(|err| anyhow::anyhow!("cannot put the terminal in raw mode: {err}"))?;
+        }
+        Ok(Some(guard))
+    }
+}
+
+impl Terminal {
+    /// The mode resets alone, for an output terminal when stdin is not one (no guard).
+    fn reset(&self) {
+        let bytes = cordon_protocol::terminal::RESET_MODES;
+        let _ = if self.stdout {
+            std::io::stdout()
+                .lock()
+                .write_all(bytes)
+                .and_then(|()| std::io::stdout().flush())
+        } else if self.stderr {
+            std::io::stderr().lock().write_all(bytes)
+        } else {
+            Ok(())
+        };
+    }
 }
 
 /// The `--cache` names opened in the state directory's cache store, keyed by the workspace;

@@ -152,3 +152,162 @@ fn without_t_the_command_has_no_terminal_and_t_needs_one() {
     );
     assert!(!dir.path().join("ran").exists(), "nothing ran");
 }
+
+/// The pane's lines, trailing blanks dropped.
+fn pane(tmux: &Tmux) -> Vec<String> {
+    let out = tmux
+        .command()
+        .args(["capture-pane", "-p", "-t", "t"])
+        .output()
+        .expect("tmux capture-pane");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines: Vec<String> = text.lines().map(|l| l.trim_end().to_owned()).collect();
+    while lines.last().is_some_and(String::is_empty) {
+        lines.pop();
+    }
+    lines
+}
+
+/// Waits (at most 20 s) until the pane's last line is `line`.
+fn wait_for_last_line(tmux: &Tmux, line: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = pane(tmux);
+        if lines.last().is_some_and(|l| l == line) {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pane never ended in {line:?}: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A script that floods the terminal (so it answers late), sets a colour, then asks for it, for
+/// the device attributes and the cursor position, and turns mouse reporting on: everything that
+/// would make the terminal type into the shell after the command.
+const QUESTIONS: &str = "head -c 200000 /dev/zero | tr '\\0' ' '; \
+    printf '\\033[H\\033[2J\\033]11;rgb:de/ad/be\\007\\033]11;?\\007\\033[c\\033[6n\\033[?1003h'";
+
+#[test]
+fn no_answer_to_a_question_the_command_asked_reaches_the_shell_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canonical").join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    std::fs::write(ws.join("questions.sh"), QUESTIONS).expect("write");
+    let tmux = Tmux::start(
+        dir.path(),
+        100,
+        30,
+        "env PS1='READY> ' bash --norc --noprofile",
+    );
+    wait_for_last_line(&tmux, "READY>");
+    // The control: the script run bare leaves the terminal's answers typed at the prompt.
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "t",
+        &format!("cd {} && sh questions.sh", quote(&ws)),
+        "Enter",
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    let bare = pane(&tmux);
+    assert!(
+        bare.last()
+            .is_some_and(|l| l.starts_with("READY>") && l.len() > "READY>".len()),
+        "the control typed nothing, so this test could not fail: {bare:?}"
+    );
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "t",
+        "C-u",
+        "printf '\\033[?1003l'; clear",
+        "Enter",
+    ]);
+    wait_for_last_line(&tmux, "READY>");
+    for tty in [true, false] {
+        let flag = if tty { "-t " } else { "" };
+        tmux.run(&[
+            "send-keys",
+            "-t",
+            "t",
+            &format!(
+                "{} exec {flag}-w . -- sh questions.sh; clear",
+                quote(&cordon_bin())
+            ),
+            "Enter",
+        ]);
+        // Nothing typed after the prompt, now or a moment later.
+        wait_for_last_line(&tmux, "READY>");
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(
+            pane(&tmux).last().map(String::as_str),
+            Some("READY>"),
+            "with{} -t",
+            if tty { "" } else { "out" }
+        );
+        let flags = tmux
+            .command()
+            .args(["display", "-p", "-t", "t", "#{mouse_any_flag}"])
+            .output()
+            .expect("tmux display");
+        assert_eq!(
+            String::from_utf8_lossy(&flags.stdout).trim(),
+            "0",
+            "mouse reporting is off again"
+        );
+    }
+}
+
+#[test]
+fn three_escapes_stop_a_command_that_ignores_every_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canonical").join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let command = format!(
+        "{} exec -t -w {} -- sh -c 'trap \"\" INT QUIT TSTP; stty -isig; echo ignoring > started; \
+         sleep 60'; echo \"exit=$?\" > {}; sleep 60",
+        quote(&cordon_bin()),
+        quote(&ws),
+        quote(&dir.path().join("rc")),
+    );
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
+    lines(&ws.join("started"), 1);
+    tmux.run(&["send-keys", "-t", "t", "C-c", "C-\\", "C-z"]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !dir.path().join("rc").exists(),
+        "the command ignores ^C, ^\\ and ^Z (the control)"
+    );
+    tmux.run(&["send-keys", "-t", "t", "C-]", "C-]", "C-]"]);
+    assert_eq!(lines(&dir.path().join("rc"), 1), ["exit=137"]);
+    assert!(
+        pane(&tmux)
+            .iter()
+            .any(|l| l.contains("cordon: stopped from the terminal (^] three times)")),
+        "{:?}",
+        pane(&tmux)
+    );
+}
+
+#[test]
+fn without_t_a_terminal_on_stdin_reaches_the_command_as_a_pipe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canonical").join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let command = format!(
+        "{} exec -w {} -- sh -c 'test -t 0 || echo stdin-is-a-pipe > out; read line; \
+         echo \"typed=$line\" >> out'; sleep 60",
+        quote(&cordon_bin()),
+        quote(&ws),
+    );
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
+    assert_eq!(lines(&ws.join("out"), 1), ["stdin-is-a-pipe"]);
+    tmux.run(&["send-keys", "-t", "t", "hello", "Enter"]);
+    assert_eq!(
+        lines(&ws.join("out"), 2),
+        ["stdin-is-a-pipe", "typed=hello"]
+    );
+}

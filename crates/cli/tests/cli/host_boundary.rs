@@ -729,3 +729,41 @@ fn masked_secrets_are_never_committed_read_or_deleted_by_the_host() {
     );
     assert!(!contains(&state_bytes(&f), CANARY));
 }
+
+#[test]
+fn allow_git_mutations_commits_in_an_ordinary_repository_without_new_git_configuration() {
+    // `git init` makes no `commondir`, `config.worktree` or `objects/info/alternates`: a step may
+    // still commit, and what it creates at the top of `.git` stays in its session.
+    let f = Fixture::new(
+        "name: gm\nisolation:\n  allow_git_mutations: true\nsteps:\n  - name: commit\n    \
+         command: [sh, -c, 'git -c user.name=t -c user.email=t@example.test commit -q \
+         --allow-empty -m from-step && echo /tmp > .git/commondir && echo x > .git/config.worktree']\n",
+    );
+    let top = |dir: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("read_dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = top(&f.ws.join(".git"));
+    let config = std::fs::read(f.ws.join(".git/config")).expect("config");
+    let out = f.run(&["--no-ui"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        git(&f.ws, &["log", "--format=%s"]),
+        "from-step\npipeline\n",
+        "the step's commit is on the host's branch"
+    );
+    assert_eq!(
+        top(&f.ws.join(".git")),
+        before,
+        "no new name at the top of .git"
+    );
+    assert_eq!(
+        std::fs::read(f.ws.join(".git/config")).expect("config"),
+        config
+    );
+}

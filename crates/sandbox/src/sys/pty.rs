@@ -80,38 +80,101 @@ pub(crate) fn take_controlling_terminal() -> bool {
     unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) == 0 }
 }
 
-/// The user's terminal in raw mode (no echo, no line editing, no signals from keys, no output
-/// processing), as the pseudo-terminal inside does all of that; restored on drop, after input
-/// still queued is discarded — so answers a terminal gives to what the command printed (a
-/// title or cursor report) never reach the shell that runs next.
-pub struct RawMode {
-    fd: OwnedFd,
+/// The user's terminal while a command's output is written to it: its settings saved (and, for a
+/// pty command, raw mode: no echo, no line editing, no signals from keys, no output processing —
+/// the pty inside does all of that). Dropped when the command has ended: `farewell` (mode resets
+/// and a status question) is written to the output terminal, input is read and discarded until
+/// `answer` arrives (at most [`SETTLE_WAIT`]: terminals answer in order, so every earlier answer
+/// has arrived by then), what is still queued is discarded, and the settings are restored.
+pub struct TerminalGuard {
+    input: OwnedFd,
+    output: OwnedFd,
     saved: libc::termios,
+    farewell: Vec<u8>,
+    answer: Vec<u8>,
 }
 
-impl RawMode {
-    /// Puts the terminal `fd` in raw mode.
-    pub fn enter(fd: BorrowedFd<'_>) -> io::Result<RawMode> {
-        let fd = fd.try_clone_to_owned()?;
+/// The longest the guard waits for the terminal's answer to its farewell question.
+pub const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl TerminalGuard {
+    /// Saves the settings of the terminal `input` (this process's stdin); `output` is the
+    /// terminal the command's output is written to.
+    pub fn save(
+        input: BorrowedFd<'_>,
+        output: BorrowedFd<'_>,
+        farewell: &[u8],
+        answer: &[u8],
+    ) -> io::Result<TerminalGuard> {
+        let input = input.try_clone_to_owned()?;
+        let output = output.try_clone_to_owned()?;
         // SAFETY: `termios` is plain data; tcgetattr fills it through the valid pointer.
         let mut saved: libc::termios = unsafe { std::mem::zeroed() };
         // SAFETY: see above.
-        check(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut saved) })?;
-        let mut raw = saved;
+        check(unsafe { libc::tcgetattr(input.as_raw_fd(), &mut saved) })?;
+        Ok(TerminalGuard {
+            input,
+            output,
+            saved,
+            farewell: farewell.to_vec(),
+            answer: answer.to_vec(),
+        })
+    }
+
+    /// Puts the input terminal in raw mode (until the guard is dropped).
+    pub fn raw(&self) -> io::Result<()> {
+        let mut raw = self.saved;
         // SAFETY: cfmakeraw only edits the struct it is given.
         unsafe { libc::cfmakeraw(&mut raw) };
         // SAFETY: tcsetattr reads the valid struct.
-        check(unsafe { libc::tcsetattr(fd.as_raw_fd(), libc::TCSANOW, &raw) })?;
-        Ok(RawMode { fd, saved })
+        check(unsafe { libc::tcsetattr(self.input.as_raw_fd(), libc::TCSANOW, &raw) }).map(drop)
+    }
+
+    /// Writes the farewell and reads input until its answer or the deadline.
+    fn settle(&self) -> io::Result<()> {
+        self.raw()?;
+        // SAFETY: an integer descriptor we own.
+        unsafe { libc::tcdrain(self.output.as_raw_fd()) };
+        super::fd::write_all(self.output.as_fd(), &self.farewell)?;
+        let deadline = std::time::Instant::now() + SETTLE_WAIT;
+        let mut tail: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 512];
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            let mut ready = [super::fd::Poll {
+                fd: self.input.as_raw_fd(),
+                readable: false,
+            }];
+            if super::fd::poll(&mut ready, left.as_millis() as i32 + 1)? == 0 {
+                return Ok(());
+            }
+            let n = super::fd::read(self.input.as_fd(), &mut buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            tail.extend_from_slice(&buf[..n]);
+            if tail
+                .windows(self.answer.len())
+                .any(|w| w == self.answer.as_slice())
+            {
+                return Ok(());
+            }
+            let keep = tail.len().saturating_sub(self.answer.len());
+            tail.drain(..keep);
+        }
     }
 }
 
-impl Drop for RawMode {
+impl Drop for TerminalGuard {
     fn drop(&mut self) {
+        let _ = self.settle();
         // SAFETY: integer and valid-pointer arguments on a descriptor we own.
         unsafe {
-            libc::tcflush(self.fd.as_raw_fd(), libc::TCIFLUSH);
-            libc::tcsetattr(self.fd.as_raw_fd(), libc::TCSANOW, &self.saved);
+            libc::tcflush(self.input.as_raw_fd(), libc::TCIFLUSH);
+            libc::tcsetattr(self.input.as_raw_fd(), libc::TCSANOW, &self.saved);
         }
     }
 }

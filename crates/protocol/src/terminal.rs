@@ -1,0 +1,421 @@
+//! What a sandboxed command may send to the user's terminal when `cordon exec` writes its output
+//! to one (DESIGN §11; threat model, "Terminals"). The text, colours, cursor movement, erasing,
+//! scrolling regions, screen modes and titles a full-screen program needs pass; every sequence
+//! that makes the terminal *answer* — device status and attribute reports, window reports,
+//! mode and setting requests, OSC colour and clipboard queries, every DCS, SOS, PM and APC string,
+//! `ENQ` — is dropped, and so are the keyboard-protocol switches that change what keys send. An
+//! answer is typed into the terminal's input: after the command has ended it would reach the
+//! user's shell, with text the command chose (a colour it set, a title), and one Enter would run
+//! it. Dropping the questions is the only defence that cannot lose a race with the terminal.
+//!
+//! [`Filter`] is a streaming ECMA-48 parser: sequences split across writes are held (bounded) until
+//! complete; a sequence longer than its bound is dropped whole.
+
+/// The longest control sequence (CSI, ESC) held while it is incomplete.
+const MAX_SEQUENCE: usize = 64;
+/// The longest OSC string held; longer ones are dropped.
+const MAX_STRING: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Ground,
+    /// After `ESC`.
+    Escape,
+    /// After `ESC` and intermediate bytes (`ESC ( 0`).
+    EscapeIntermediate,
+    /// After `ESC [`.
+    Csi,
+    /// Inside an OSC string (after `ESC ]`).
+    Osc,
+    /// `ESC` inside an OSC string: `\` ends it.
+    OscEscape,
+    /// Inside a DCS, SOS, PM or APC string: dropped up to its end.
+    Drop,
+    /// `ESC` inside a dropped string.
+    DropEscape,
+    /// After the UTF-8 lead byte `0xC2`, which with `0x80..=0x9F` encodes a C1 control.
+    Utf8C2,
+}
+
+/// Removes what would make the terminal answer; see the module documentation.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    state: State,
+    /// The sequence being read (from its `ESC`).
+    held: Vec<u8>,
+    /// The held sequence grew past its bound: dropped, the rest skipped to its end.
+    overflow: bool,
+}
+
+impl Default for Filter {
+    fn default() -> Filter {
+        Filter::new()
+    }
+}
+
+impl Filter {
+    pub fn new() -> Filter {
+        Filter {
+            state: State::Ground,
+            held: Vec::new(),
+            overflow: false,
+        }
+    }
+
+    /// Appends to `out` what of `input` may reach the terminal.
+    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        for &byte in input {
+            self.byte(byte, out);
+        }
+    }
+
+    fn hold(&mut self, byte: u8, bound: usize) {
+        if self.held.len() < bound {
+            self.held.push(byte);
+        } else {
+            self.overflow = true;
+        }
+    }
+
+    fn ground(&mut self) {
+        self.state = State::Ground;
+        self.held.clear();
+        self.overflow = false;
+    }
+
+    /// Emits the held sequence (unless it overflowed) and returns to ground.
+    fn emit(&mut self, out: &mut Vec<u8>) {
+        if !self.overflow {
+            out.extend_from_slice(&self.held);
+        }
+        self.ground();
+    }
+
+    fn byte(&mut self, byte: u8, out: &mut Vec<u8>) {
+        // CAN and SUB abort any sequence (and are dropped); ESC starts a new one anywhere but
+        // inside a string, where it may begin the terminator.
+        match (self.state, byte) {
+            (State::Osc | State::Drop, 0x1b) => {}
+            (_, 0x18 | 0x1a) => {
+                self.ground();
+                return;
+            }
+            (State::OscEscape | State::DropEscape, _) => {}
+            (_, 0x1b) => {
+                self.ground();
+                self.state = State::Escape;
+                self.held.push(byte);
+                return;
+            }
+            _ => {}
+        }
+        match self.state {
+            State::Ground => match byte {
+                // Text, and the controls that only move the cursor or ring the bell.
+                0x07..=0x0d => out.push(byte),
+                0x00..=0x1f | 0x7f => {}
+                0xc2 => self.state = State::Utf8C2,
+                _ => out.push(byte),
+            },
+            State::Utf8C2 => {
+                self.state = State::Ground;
+                if !(0x80..=0x9f).contains(&byte) {
+                    out.push(0xc2);
+                    self.byte(byte, out);
+                }
+            }
+            State::Escape => match byte {
+                b'[' => {
+                    self.held.push(byte);
+                    self.state = State::Csi;
+                }
+                b']' => {
+                    self.held.push(byte);
+                    self.state = State::Osc;
+                }
+                // DCS, SOS, PM, APC: requests (DECRQSS, XTGETTCAP) and payloads; all dropped.
+                b'P' | b'X' | b'^' | b'_' => {
+                    self.held.clear();
+                    self.state = State::Drop;
+                }
+                0x20..=0x2f => {
+                    self.held.push(byte);
+                    self.state = State::EscapeIntermediate;
+                }
+                // DECID (`ESC Z`) asks for the terminal's identity; RIS (`ESC c`) resets it.
+                b'Z' | b'c' => self.ground(),
+                0x30..=0x7e => {
+                    self.held.push(byte);
+                    self.emit(out);
+                }
+                _ => self.ground(),
+            },
+            State::EscapeIntermediate => match byte {
+                0x20..=0x2f => self.hold(byte, MAX_SEQUENCE),
+                0x30..=0x7e => {
+                    self.hold(byte, MAX_SEQUENCE);
+                    self.emit(out);
+                }
+                _ => self.ground(),
+            },
+            State::Csi => match byte {
+                0x20..=0x3f => self.hold(byte, MAX_SEQUENCE),
+                0x40..=0x7e => {
+                    self.hold(byte, MAX_SEQUENCE);
+                    if !self.overflow && csi_allowed(&self.held[2..]) {
+                        self.emit(out);
+                    } else {
+                        self.ground();
+                    }
+                }
+                // A control inside a CSI: the sequence is malformed; dropped.
+                _ => self.ground(),
+            },
+            State::Osc => match byte {
+                0x07 => {
+                    if !self.overflow && osc_allowed(&self.held[2..]) {
+                        self.held.push(byte);
+                        self.emit(out);
+                    } else {
+                        self.ground();
+                    }
+                }
+                0x1b => self.state = State::OscEscape,
+                _ => self.hold(byte, MAX_STRING),
+            },
+            State::OscEscape => {
+                if byte == b'\\' && !self.overflow && osc_allowed(&self.held[2..]) {
+                    self.held.extend_from_slice(b"\x1b\\");
+                    self.emit(out);
+                } else if byte == b'\\' {
+                    self.ground();
+                } else {
+                    // `ESC` not followed by `\` ends the string unfinished (dropped) and starts
+                    // a new sequence.
+                    self.ground();
+                    self.state = State::Escape;
+                    self.held.push(0x1b);
+                    self.byte(byte, out);
+                }
+            }
+            State::Drop => {
+                if byte == 0x1b {
+                    self.state = State::DropEscape;
+                } else if byte == 0x07 {
+                    self.ground();
+                }
+            }
+            State::DropEscape => {
+                if byte == b'\\' {
+                    self.ground();
+                } else {
+                    self.state = State::Drop;
+                }
+            }
+        }
+    }
+}
+
+/// Whether the CSI sequence `body` (after `ESC [`: parameters, intermediates, final byte) is one
+/// that changes only what the terminal shows. Allowed by name; everything else dropped — an
+/// unknown sequence might be a question.
+fn csi_allowed(body: &[u8]) -> bool {
+    let Some((&last, rest)) = body.split_last() else {
+        return false;
+    };
+    let prefix = rest.first().copied().filter(|b| matches!(b, b'<'..=b'?'));
+    let params = if prefix.is_some() { &rest[1..] } else { rest };
+    let intermediates: Vec<u8> = params
+        .iter()
+        .copied()
+        .filter(|b| (0x20..=0x2f).contains(b))
+        .collect();
+    // Parameters are digits and separators only, before any intermediate.
+    let digits = params
+        .iter()
+        .take_while(|b| !(0x20..=0x2f).contains(*b))
+        .all(|b| b.is_ascii_digit() || *b == b';' || *b == b':');
+    if !digits {
+        return false;
+    }
+    match (prefix, intermediates.as_slice(), last) {
+        // Cursor movement, erasing, inserting, scrolling, tabs, margins, SGR, save/restore.
+        (
+            None,
+            [],
+            b'@'
+            | b'A'..=b'H'
+            | b'I'
+            | b'J'
+            | b'K'
+            | b'L'
+            | b'M'
+            | b'P'
+            | b'S'
+            | b'T'
+            | b'X'
+            | b'Z'
+            | b'`'
+            | b'a'
+            | b'b'
+            | b'd'
+            | b'e'
+            | b'f'
+            | b'g'
+            | b'h'
+            | b'l'
+            | b'm'
+            | b'r'
+            | b's'
+            | b'u',
+        ) => true,
+        // DEC private modes (alternate screen, cursor visibility, wrap) and selective erase.
+        (Some(b'?'), [], b'h' | b'l' | b'J' | b'K') => true,
+        // Cursor style (DECSCUSR) and soft reset (DECSTR).
+        (None, [b' '], b'q') | (None, [b'!'], b'p') => true,
+        _ => false,
+    }
+}
+
+/// Whether the OSC string `body` (after `ESC ]`, before its terminator) only sets something the
+/// user sees: a window or icon title, a hyperlink, a shell-integration mark.
+fn osc_allowed(body: &[u8]) -> bool {
+    let number: Vec<u8> = body
+        .iter()
+        .copied()
+        .take_while(u8::is_ascii_digit)
+        .collect();
+    let rest = &body[number.len()..];
+    let separated = rest.first() == Some(&b';');
+    let allowed = matches!(number.as_slice(), b"0" | b"1" | b"2" | b"8" | b"133");
+    // A `?` anywhere asks for the current value instead of setting it.
+    allowed && separated && !rest.contains(&b'?')
+}
+
+/// What `cordon exec` writes to the user's terminal when the command has ended, before input is
+/// discarded and the terminal's settings restored: every mouse and focus report off, bracketed
+/// paste off (the shell turns it on again), normal cursor keys and keypad, the cursor shown, the
+/// main screen, default keyboard protocols, default attributes.
+pub const RESET_MODES: &[u8] = b"\x18\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\
+\x1b[?1015l\x1b[?1016l\x1b[?1004l\x1b[?2004l\x1b[?1l\x1b>\x1b[?25h\x1b[?1049l\x1b[>4;0m\
+\x1b[=0;1u\x1b[0m";
+
+/// The question `cordon exec` asks last (device status, `CSI 5 n`) and the start of its answer
+/// (`CSI 0 n`): terminals answer in order, so once it is read every earlier answer has been.
+pub const STATUS_QUERY: &[u8] = b"\x1b[5n";
+pub const STATUS_ANSWER: &[u8] = b"\x1b[0n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filtered(input: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        Filter::new().push(input, &mut out);
+        out
+    }
+
+    #[test]
+    fn what_only_changes_the_screen_passes() {
+        for input in [
+            &b"plain text\r\n"[..],
+            b"\x1b[1;31mred\x1b[0m",
+            b"\x1b[2J\x1b[H\x1b[10;20H",
+            b"\x1b[?1049h\x1b[?25l\x1b[?25h\x1b[?1049l",
+            b"\x1b[2 q",
+            b"\x1b(0lqk\x1b(B",
+            b"\x1b7\x1b8\x1bM",
+            b"\x1b]0;my title\x07",
+            b"\x1b]2;title\x1b\\",
+            b"\x1b]8;;http://example.com\x1b\\link\x1b]8;;\x1b\\",
+            "ünïcødé ✓".as_bytes(),
+            b"\tbell\x07",
+        ] {
+            assert_eq!(
+                filtered(input),
+                input,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn every_question_to_the_terminal_is_dropped() {
+        for (input, kept) in [
+            // Device status and cursor position reports.
+            (&b"a\x1b[5nb"[..], &b"ab"[..]),
+            (b"a\x1b[6nb", b"ab"),
+            (b"\x1b[?6n", b""),
+            (b"\x1b[?996n", b""),
+            // Device attributes, primary, secondary, tertiary; DECID.
+            (b"\x1b[c\x1b[0c\x1b[>c\x1b[=c\x1bZ", b""),
+            // Window reports (title report: the classic) and window operations.
+            (b"\x1b[21t\x1b[14t\x1b[8;1;1t", b""),
+            // Mode, setting and checksum requests.
+            (b"\x1b[?2004$p\x1b[1$p\x1b[1;1;1;1*y\x1b[x", b""),
+            // Version and keyboard protocol queries and switches.
+            (
+                b"\x1b[>0q\x1b[?u\x1b[>1u\x1b[<u\x1b[=1;1u\x1b[>4;2m\x1b[?4m",
+                b"",
+            ),
+            // OSC colour and clipboard queries and sets, and a title query in disguise.
+            (b"\x1b]11;?\x07\x1b]10;?\x1b\\\x1b]4;1;?\x07", b""),
+            (b"\x1b]11;rgb:de/ad/be\x07\x1b]52;c;ZWNobw==\x07", b""),
+            (b"\x1b]0;?\x07", b""),
+            // DCS (DECRQSS, XTGETTCAP), SOS, PM, APC.
+            (b"x\x1bP$qm\x1b\\y", b"xy"),
+            (
+                b"x\x1bP+q544e\x1b\\\x1bX..\x1b\\\x1b^..\x1b\\\x1b_..\x1b\\y",
+                b"xy",
+            ),
+            // ENQ (answerback), and C1 controls written as UTF-8 (U+009B is CSI).
+            (b"a\x05b", b"ab"),
+            ("a\u{9b}6nb".as_bytes(), b"a6nb"),
+            // RIS.
+            (b"\x1bc", b""),
+        ] {
+            assert_eq!(
+                filtered(input),
+                kept,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn sequences_split_across_writes_are_judged_whole() {
+        let mut filter = Filter::new();
+        let mut out = Vec::new();
+        for piece in [
+            &b"a\x1b"[..],
+            b"[",
+            b"6",
+            b"n",
+            b"b\x1b[3",
+            b"1m",
+            b"c\xc2",
+            b"\x9b",
+            b"d",
+        ] {
+            filter.push(piece, &mut out);
+        }
+        assert_eq!(out, b"ab\x1b[31mcd");
+    }
+
+    #[test]
+    fn an_overlong_or_aborted_sequence_is_dropped_whole() {
+        let mut long = b"\x1b[".to_vec();
+        long.extend(std::iter::repeat_n(b'1', 200));
+        long.extend(b"mafter");
+        assert_eq!(filtered(&long), b"after");
+        let mut osc = b"\x1b]0;".to_vec();
+        osc.extend(std::iter::repeat_n(b'x', 10_000));
+        osc.extend(b"\x07after");
+        assert_eq!(filtered(&osc), b"after");
+        // CAN aborts; an unterminated OSC ends at the next ESC that is not ST.
+        assert_eq!(filtered(b"\x1b[6\x18n"), b"n");
+        assert_eq!(filtered(b"\x1b]11;?\x1b[31mred"), b"\x1b[31mred");
+    }
+}
