@@ -206,7 +206,6 @@ pub enum CacheError {
     Io {
         action: &'static str,
         path: PathBuf,
-        #[source]
         source: io::Error,
     },
     #[error(
@@ -216,7 +215,6 @@ pub enum CacheError {
     Empty {
         name: &'static str,
         path: PathBuf,
-        #[source]
         source: TreeError,
     },
     #[error(
@@ -248,10 +246,12 @@ pub struct Listed {
     /// `pipeline PATH` or `exec PATH` (what the key was made from), as recorded.
     pub origin: String,
     pub cache: Cache,
-    pub held: Result<Usage, TreeError>,
+    /// What it holds, or why it could not be sized.
+    pub held: Result<Usage, String>,
 }
 
-/// One cache emptied by [`Store::clear`], or held by a session and left alone.
+/// One cache emptied by [`Store::clear`], or held by a session and left alone, or one that
+/// could not be emptied (the others are cleared all the same).
 #[derive(Clone, Debug)]
 pub struct Cleared {
     pub key: String,
@@ -259,6 +259,8 @@ pub struct Cleared {
     pub cache: Cache,
     /// What it held, `None` when a running session holds it (not cleared).
     pub held: Option<Result<Usage, TreeError>>,
+    /// Why it could not be emptied.
+    pub failed: Option<String>,
 }
 
 impl Store {
@@ -296,7 +298,7 @@ impl Store {
         if lock.try_lock().is_ok() {
             for cache in &caches {
                 let path = dir.join(cache.name());
-                let Ok(top) = File::open(&path) else {
+                let Some(top) = open_top(&path).map_err(failed("open", &path))? else {
                     continue;
                 };
                 let held = tree::usage(top.as_fd(), &LIMITS);
@@ -352,14 +354,16 @@ impl Store {
             let origin = read_origin(&dir);
             for cache in CACHES {
                 let path = dir.join(cache.name());
-                let Ok(top) = File::open(&path) else {
-                    continue;
+                let held = match open_top(&path) {
+                    Ok(None) => continue,
+                    Ok(Some(top)) => tree::usage(top.as_fd(), &LIMITS).map_err(|e| e.to_string()),
+                    Err(err) => Err(format!("cannot open it: {err}")),
                 };
                 found.push(Listed {
                     key: key.clone(),
                     origin: origin.clone(),
                     cache,
-                    held: tree::usage(top.as_fd(), &LIMITS),
+                    held,
                 });
             }
         }
@@ -392,21 +396,20 @@ impl Store {
             let free = lock.try_lock().is_ok();
             for cache in present {
                 let path = dir.join(cache.name());
-                let held = if free {
-                    let held = File::open(&path)
-                        .map_err(failed("open", &path))
-                        .map(|top| tree::usage(top.as_fd(), &LIMITS))?;
-                    empty(cache.name(), &path)?;
-                    fs::remove_dir(&path).map_err(failed("remove", &path))?;
-                    Some(held)
+                let (held, failed) = if free {
+                    match clear_one(cache, &path) {
+                        Ok(held) => (Some(held), None),
+                        Err(err) => (None, Some(err.to_string())),
+                    }
                 } else {
-                    None
+                    (None, None)
                 };
                 cleared.push(Cleared {
                     key: key.clone(),
                     origin: origin.clone(),
                     cache,
                     held,
+                    failed,
                 });
             }
         }
@@ -486,6 +489,42 @@ fn shared(lock: &File, dir: &Path) -> Result<(), CacheError> {
     })
 }
 
+/// Sizes, empties and removes the cache directory `path`.
+fn clear_one(cache: Cache, path: &Path) -> Result<Result<Usage, TreeError>, CacheError> {
+    let held = match open_top(path).map_err(failed("open", path))? {
+        Some(top) => tree::usage(top.as_fd(), &LIMITS),
+        None => return Ok(Ok(Usage::default())),
+    };
+    empty(cache.name(), path)?;
+    fs::remove_dir(path).map_err(failed("remove", path))?;
+    Ok(held)
+}
+
+/// The top of a cache directory, opened for listing; `None` when it does not exist. The sandbox
+/// owns the top of a whole-directory cache (go, uv) and may have taken its own permissions away
+/// (`chmod 000`, which hid the cache from the limit): owner permission is given back through the
+/// very inode (opened `O_PATH | O_NOFOLLOW`, then its `/proc/self/fd` entry), so no link or
+/// rename can redirect it.
+fn open_top(path: &Path) -> io::Result<Option<File>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::PermissionsExt;
+    let pinned = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(pinned) => pinned,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let magic = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+    let mode = fs::metadata(&magic)?.permissions().mode() & 0o7777;
+    if mode & 0o700 != 0o700 {
+        fs::set_permissions(&magic, fs::Permissions::from_mode(mode | 0o700))?;
+    }
+    File::open(&magic).map(Some)
+}
+
 /// Empties the cache directory `path` through [`tree::empty`].
 fn empty(name: &'static str, path: &Path) -> Result<(), CacheError> {
     let error = |source| CacheError::Empty {
@@ -493,11 +532,9 @@ fn empty(name: &'static str, path: &Path) -> Result<(), CacheError> {
         path: path.to_path_buf(),
         source,
     };
-    let top = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(failed("open", path))?;
+    let top = open_top(path)
+        .map_err(failed("open", path))?
+        .ok_or_else(|| failed("open", path)(io::Error::from(io::ErrorKind::NotFound)))?;
     tree::empty(top.as_fd()).map_err(error)?;
     Ok(())
 }

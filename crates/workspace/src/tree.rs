@@ -8,9 +8,9 @@
 
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 /// How much [`usage`] visits; past a limit it stops with an error naming it.
@@ -72,25 +72,6 @@ fn open_dir(parent: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
     }
 }
 
-/// The names in `dir` other than `.` and `..`, at most `limit` (the rest are read on a later
-/// pass), each with its type as `getdents` reports it (possibly unknown).
-fn names(dir: BorrowedFd<'_>, limit: usize) -> Result<Vec<(CString, FileType)>, Errno> {
-    let mut listing = Dir::read_from(dir)?;
-    let mut out = Vec::new();
-    while let Some(entry) = listing.read() {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == c"." || name == c".." {
-            continue;
-        }
-        out.push((name.to_owned(), entry.file_type()));
-        if out.len() >= limit {
-            break;
-        }
-    }
-    Ok(out)
-}
-
 /// What `dir` holds below it, within `limits`.
 pub fn usage(dir: BorrowedFd<'_>, limits: &TreeLimits) -> Result<Usage, TreeError> {
     let top = rustix::fs::openat(
@@ -148,14 +129,14 @@ pub fn usage(dir: BorrowedFd<'_>, limits: &TreeLimits) -> Result<Usage, TreeErro
 
 /// Directories held open at once while emptying; a deeper one is moved up to the top first.
 const OPEN_DIRS: usize = 32;
-/// Names read from a directory per pass.
-const BATCH: usize = 4096;
 
 /// Removes everything below `dir`, leaving `dir` itself, and returns how many entries it removed.
 /// Nothing is followed: a link is unlinked, a directory entered only through `O_NOFOLLOW`.
-/// Directories without owner write or search permission get it first. A chain deeper than
-/// [`OPEN_DIRS`] is cut: its deeper part is renamed into `dir` and emptied from there, so the
-/// descriptors held stay bounded whatever the depth.
+/// Directories without owner write or search permission get it first. One listing stream per
+/// open directory, read once (each directory is listed again only when entries appeared in it
+/// meanwhile), so the work is linear in the entries. A chain deeper than [`OPEN_DIRS`] is cut:
+/// its deeper part is renamed into `dir` (a fresh name, never replacing one) and emptied from
+/// there, so the descriptors held stay bounded whatever the depth.
 pub fn empty(dir: BorrowedFd<'_>) -> Result<u64, TreeError> {
     let top = rustix::fs::openat(
         dir,
@@ -166,79 +147,121 @@ pub fn empty(dir: BorrowedFd<'_>) -> Result<u64, TreeError> {
     .map_err(io("open the cache directory"))?;
     let mut removed = 0u64;
     let mut moved = 0u64;
-    // Each level: the directory's descriptor and its name in the level above.
-    let mut stack: Vec<(OwnedFd, CString)> = vec![(top, CString::default())];
-    while let Some((current, _)) = stack.last() {
-        let mut found = names(current.as_fd(), BATCH).map_err(io("list a directory"))?;
-        // Files first, then the first directory: its subtree is emptied before the rest.
-        found.sort_by_key(|(_, kind)| *kind == FileType::Directory);
-        let mut descend = None;
-        for (name, kind) in found {
-            let kind = match kind {
-                FileType::Unknown => match rustix::fs::statat(
-                    current.as_fd(),
-                    name.as_c_str(),
-                    AtFlags::SYMLINK_NOFOLLOW,
-                ) {
-                    Ok(stat) => FileType::from_raw_mode(stat.st_mode),
-                    Err(Errno::NOENT) => continue,
-                    Err(errno) => return Err(io("inspect an entry")(errno)),
-                },
-                known => known,
-            };
-            if kind != FileType::Directory {
-                match rustix::fs::unlinkat(current.as_fd(), name.as_c_str(), AtFlags::empty()) {
-                    Ok(()) => {
-                        removed += 1;
-                        continue;
-                    }
-                    Err(Errno::NOENT) => continue,
-                    // A directory after all (the listed type was stale): entered now.
-                    Err(Errno::ISDIR) => {}
-                    Err(errno) => return Err(io("remove an entry")(errno)),
-                }
-            }
-            descend = Some(name);
+    // Each level: the directory's listing and its name in the level above.
+    let mut stack: Vec<(Dir, CString)> = vec![(
+        Dir::new(top).map_err(io("list the cache directory"))?,
+        CString::default(),
+    )];
+    // Passes over the top that removed something; a pass that removes nothing ends the work.
+    let mut top_progress = false;
+    loop {
+        let depth = stack.len();
+        let Some((current, _)) = stack.last_mut() else {
             break;
-        }
-        if let Some(name) = descend {
-            if stack.len() >= OPEN_DIRS {
-                // Too deep to hold open: move the subtree up to the top and empty it there.
-                let top = stack[0].0.as_fd();
-                loop {
-                    moved += 1;
-                    let to = CString::new(format!(".cordon-deep-{moved}")).unwrap_or_default();
-                    match rustix::fs::renameat(current.as_fd(), name.as_c_str(), top, &to) {
-                        Err(Errno::EXIST | Errno::NOTEMPTY) => continue,
-                        other => {
-                            other.map_err(io("move a deep directory"))?;
-                            break;
-                        }
+        };
+        let entry = match current.read() {
+            Some(entry) => entry.map_err(io("list a directory"))?,
+            None => {
+                // The end of this directory's listing.
+                let (done, name) = stack.pop().unwrap_or_else(|| unreachable!());
+                let Some((parent, _)) = stack.last_mut() else {
+                    // The top: listed again while a pass still removed something (deep chains
+                    // moved up arrive after the listing passed their place).
+                    let mut done = done;
+                    if std::mem::take(&mut top_progress) {
+                        done.rewind();
+                        stack.push((done, name));
                     }
+                    continue;
+                };
+                let parent_fd = parent.fd().map_err(io("list a directory"))?;
+                match rustix::fs::unlinkat(parent_fd, name.as_c_str(), AtFlags::REMOVEDIR) {
+                    Ok(()) => removed += 1,
+                    Err(Errno::NOENT) => {}
+                    // Something appeared in it since it was listed: list it again.
+                    Err(Errno::NOTEMPTY | Errno::EXIST) => {
+                        let mut done = done;
+                        done.rewind();
+                        stack.push((done, name));
+                    }
+                    Err(errno) => return Err(io("remove a directory")(errno)),
                 }
                 continue;
             }
-            match open_dir(current.as_fd(), name.as_c_str()) {
-                Ok(child) => {
-                    // Removing its entries needs write and search permission on it.
-                    rustix::fs::fchmod(&child, Mode::RWXU).map_err(io("open a directory"))?;
-                    stack.push((child, name));
+        };
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let name = name.to_owned();
+        let parent = current.fd().map_err(io("list a directory"))?;
+        let kind = match entry.file_type() {
+            FileType::Unknown => {
+                match rustix::fs::statat(parent, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                    Err(Errno::NOENT) => continue,
+                    Err(errno) => return Err(io("inspect an entry")(errno)),
                 }
-                // Replaced by a link or a file since it was listed: removed on the next pass.
-                Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => {}
-                Err(errno) => return Err(io("open a directory")(errno)),
+            }
+            known => known,
+        };
+        if kind != FileType::Directory {
+            match rustix::fs::unlinkat(parent, name.as_c_str(), AtFlags::empty()) {
+                Ok(()) => {
+                    removed += 1;
+                    if depth == 1 {
+                        top_progress = true;
+                    }
+                    continue;
+                }
+                Err(Errno::NOENT) => continue,
+                // A directory after all (the listed type was stale): entered below.
+                Err(Errno::ISDIR) => {}
+                Err(errno) => return Err(io("remove an entry")(errno)),
+            }
+        }
+        if depth == 1 {
+            top_progress = true;
+        }
+        if depth >= OPEN_DIRS {
+            // Too deep to hold open: move the subtree up to the top, under a name nothing has.
+            loop {
+                moved += 1;
+                let to = CString::new(format!(".cordon-deep-{moved}")).unwrap_or_default();
+                let top = stack[0].0.fd().map_err(io("list a directory"))?;
+                let parent = stack[depth - 1].0.fd().map_err(io("list a directory"))?;
+                match rustix::fs::renameat_with(
+                    parent,
+                    name.as_c_str(),
+                    top,
+                    to.as_c_str(),
+                    RenameFlags::NOREPLACE,
+                ) {
+                    Err(Errno::EXIST) => continue,
+                    Err(Errno::NOENT) => break,
+                    other => {
+                        other.map_err(io("move a deep directory"))?;
+                        break;
+                    }
+                }
             }
             continue;
         }
-        // Nothing left at this level: remove the directory itself from its parent.
-        let (done, name) = stack.pop().unwrap_or_else(|| unreachable!());
-        drop(done);
-        if let Some((parent, _)) = stack.last() {
-            match rustix::fs::unlinkat(parent.as_fd(), name.as_c_str(), AtFlags::REMOVEDIR) {
-                Ok(()) => removed += 1,
-                Err(Errno::NOENT) => {}
-                Err(errno) => return Err(io("remove a directory")(errno)),
+        match open_dir(parent, name.as_c_str()) {
+            Ok(child) => {
+                // Removing its entries needs write and search permission on it.
+                rustix::fs::fchmod(&child, Mode::RWXU).map_err(io("open a directory"))?;
+                let listing = Dir::new(child).map_err(io("list a directory"))?;
+                stack.push((listing, name));
             }
+            // Replaced by a link or a file since it was listed: removed as one.
+            Err(Errno::LOOP | Errno::NOTDIR) => {
+                rustix::fs::unlinkat(parent, name.as_c_str(), AtFlags::empty())
+                    .map_err(io("remove an entry"))?;
+                removed += 1;
+            }
+            Err(Errno::NOENT) => {}
+            Err(errno) => return Err(io("open a directory")(errno)),
         }
     }
     Ok(removed)

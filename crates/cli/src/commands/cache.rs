@@ -157,6 +157,11 @@ fn clear(args: &ClearArgs) -> anyhow::Result<ExitCode> {
     let mut busy = false;
     for entry in &cleared {
         let origin = escape_line(&entry.origin);
+        if let Some(problem) = &entry.failed {
+            busy = true;
+            eprintln!("cordon: {}", escape_line(problem));
+            continue;
+        }
         match &entry.held {
             Some(held) => {
                 let size = held

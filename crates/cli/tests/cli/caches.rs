@@ -328,3 +328,25 @@ fn an_unknown_cache_name_is_refused_with_the_names_that_exist() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_cache_the_sandbox_made_unreadable_is_still_listed_sized_and_cleared() {
+    let d = dirs();
+    let out = exec(
+        &d.state,
+        &d.one,
+        &["--cache", "go"],
+        "head -c 65536 /dev/zero > \"$GOMODCACHE/big\" && chmod 000 \"$GOMODCACHE\" && echo hid",
+    );
+    assert_eq!(text(&out.stdout), "hid\n", "{}", text(&out.stderr));
+    let listed = text(&cache(&d.state, &["ls"]).stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("go ") && l.contains("KiB")),
+        "the cache is listed with its size: {listed}"
+    );
+    let out = cache(&d.state, &["clear", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(cache_dirs(&d.state, "go").is_empty());
+}

@@ -145,3 +145,25 @@ fn emptying_a_chain_deeper_than_its_open_directories_still_removes_all_of_it() {
     assert_eq!(files_in(&cache), 0);
     assert_eq!(fs::read_to_string(setup.canary()).unwrap(), CANARY);
 }
+
+#[test]
+fn emptying_a_wide_tree_is_linear_and_a_planted_deep_name_cannot_stop_it() {
+    let setup = Setup::new();
+    let cache = setup.ws("cache");
+    fs::create_dir(&cache).unwrap();
+    // 20,000 directories: each is listed once (a re-listing per directory took minutes).
+    for n in 0..20_000 {
+        fs::create_dir(cache.join(format!("d{n}"))).unwrap();
+    }
+    // A file where a deep chain would be moved to, and a chain deeper than the open directories.
+    fs::write(cache.join(".cordon-deep-1"), "planted").unwrap();
+    let mut deep = cache.join("chain");
+    for _ in 0..40 {
+        deep.push("d");
+    }
+    fs::create_dir_all(&deep).unwrap();
+    let top = cache.clone();
+    let removed = bounded(move || tree::empty(open(&top).as_fd()).unwrap());
+    assert_eq!(removed, 20_000 + 1 + 41);
+    assert_eq!(files_in(&cache), 0);
+}
