@@ -98,9 +98,6 @@ pub enum SandboxError {
     },
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
-    /// The scratch cover of a git directory (`allow_git_mutations`) could not be made.
-    #[error("cannot prepare the git directory for allow_git_mutations: {0}")]
-    GitCover(#[from] crate::git::cover::CoverError),
     /// `allow_git_mutations` cannot keep a protected git entry read-only.
     #[error(
         "refusing `allow_git_mutations`: `{path}` {problem}, so a sandbox could make a later git \

@@ -18,11 +18,10 @@ use std::sync::Mutex;
 use crate::config::SessionConfig;
 use crate::error::SandboxError;
 use crate::git;
-use crate::git::cover;
 use crate::identity::{HostUser, Identity, Privilege};
 use crate::limits;
 use crate::mounts::{
-    self, Check, Cover, GitLayout, GitMutations, Kept, Kind, Layout, Mounted, Source, SystemEntry,
+    self, Check, GitLayout, GitMutations, Kind, Layout, Mounted, Source, SystemEntry,
 };
 use crate::sys;
 use crate::sys::mount::{Attributes, Depth};
@@ -36,9 +35,6 @@ pub const HOSTNAME: &str = "cordon";
 pub(crate) struct Facts {
     pub setup: Setup,
     pub fds: Vec<OwnedFd>,
-    /// The scratch covers of git directories (`allow_git_mutations`), written back when the
-    /// session ends.
-    pub scratch: cover::Scratch,
 }
 
 /// The invoking user, from the process's ids and `/etc/passwd` / `/etc/group`; `HOME` wins over
@@ -195,7 +191,6 @@ pub(crate) fn gather(
         fds: &mut fds,
         mounted: HashSet::new(),
         protected: HashSet::new(),
-        scratch: cover::Scratch::default(),
     };
     // A `.git` file whose directory is not accepted is still bound read-only (no directory).
     if protection.dot_git_file.is_some() || !protection.dirs.is_empty() {
@@ -216,7 +211,6 @@ pub(crate) fn gather(
             }
         }
     }
-    let scratch = std::mem::take(&mut mounter.scratch);
 
     let mut hide = Vec::new();
     for relative in &config.hide {
@@ -317,11 +311,7 @@ pub(crate) fn gather(
         devices,
         limits: limits::plan(&limits::HostLimits::read()?),
     };
-    Ok(Facts {
-        setup,
-        fds,
-        scratch,
-    })
+    Ok(Facts { setup, fds })
 }
 
 /// Turns git directories into [`GitLayout`]s, making the host descriptors they need and
@@ -337,8 +327,6 @@ struct GitMounter<'a> {
     mounted: HashSet<PathBuf>,
     /// The entries kept read-only under `allow_git_mutations` so far.
     protected: HashSet<PathBuf>,
-    /// The scratch covers made so far (`allow_git_mutations`).
-    scratch: cover::Scratch,
 }
 
 impl GitMounter<'_> {
@@ -355,7 +343,6 @@ impl GitMounter<'_> {
     ) -> Result<GitLayout, SandboxError> {
         let mut mounted = Vec::new();
         let mut protected = Vec::new();
-        let mut covers = Vec::new();
         if let Some(file) = &dot_git_file {
             utf8(file)?;
         }
@@ -379,21 +366,12 @@ impl GitMounter<'_> {
                 })?
             };
             if self.config.git_mutations == GitMutations::Allow {
-                // The top level under a scratch cover (see `git::cover`): what the host lacks
-                // can be created only in the scratch.
-                covers.push(self.cover(&dir)?);
-                let mut own = vec![dir.join("config")];
-                let alternates = dir.join("objects/info/alternates");
-                if fs::symlink_metadata(&alternates).is_ok() {
-                    own.push(alternates);
-                } else {
-                    covers.push(self.cover_objects_info(&dir)?);
-                }
                 // The configuration of the git directories nested in this one (deinitialised
                 // submodules', worktrees'), which no gitlink or `.git` file leads to. An entry
                 // already kept read-only (a nested git directory mounted itself) is not bound
-                // twice; `config` (kept by the cover too) must exist.
-                for path in own.into_iter().chain(git::protected_below(&dir)?) {
+                // twice.
+                let own = git::PROTECTED.iter().map(|name| dir.join(name));
+                for path in own.chain(git::protected_below(&dir)?) {
                     if !self.protected.contains(&path) {
                         protected.push(protected_entry(&path)?);
                         self.protected.insert(path);
@@ -411,59 +389,6 @@ impl GitMounter<'_> {
             dot_git_file,
             dirs: mounted,
             protected,
-            covers,
-        })
-    }
-
-    /// The scratch cover of the git directory `dir`'s top level.
-    fn cover(&mut self, dir: &Path) -> Result<Cover, SandboxError> {
-        let owner = match self.identity.privilege {
-            Privilege::Root => Some(cover::owner_of(dir)?),
-            Privilege::Unprivileged => None,
-        };
-        let scratch = self.scratch.next_dir()?;
-        let (keep, covered) = cover::prepare(dir, &scratch, owner)?;
-        self.covered(dir, scratch, keep, covered)
-    }
-
-    /// The scratch cover of `dir/objects/info` when it has no `alternates`, so none can be
-    /// created on the host; refused when there is no `objects/info` to cover.
-    fn cover_objects_info(&mut self, dir: &Path) -> Result<Cover, SandboxError> {
-        let info = dir.join("objects/info");
-        if !fs::symlink_metadata(&info).is_ok_and(|m| m.is_dir()) {
-            return Err(SandboxError::GitMutations {
-                path: info,
-                problem: "is not a directory",
-            });
-        }
-        let owner = match self.identity.privilege {
-            Privilege::Root => Some(cover::owner_of(&info)?),
-            Privilege::Unprivileged => None,
-        };
-        let scratch = self.scratch.next_dir()?;
-        let (keep, covered) = cover::prepare_objects_info(&info, &scratch, owner)?;
-        self.covered(&info, scratch, keep, covered)
-    }
-
-    fn covered(
-        &mut self,
-        target: &Path,
-        scratch: PathBuf,
-        keep: Vec<Kept>,
-        covered: cover::Covered,
-    ) -> Result<Cover, SandboxError> {
-        self.scratch.covered.push(covered);
-        let source =
-            host_source(self.identity, &scratch, self.idmap, self.fds).map_err(|source| {
-                SandboxError::ReadOnlyPath {
-                    path: scratch.clone(),
-                    source,
-                }
-            })?;
-        Ok(Cover {
-            target: target.to_path_buf(),
-            source,
-            keep,
         })
     }
 }

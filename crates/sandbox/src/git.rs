@@ -24,7 +24,6 @@
 //! (`index.rs`), worktrees from `worktrees/*/gitdir` (`worktree.rs`), what their `.git` is from
 //! `submodule.rs`.
 
-pub(crate) mod cover;
 mod gitdir;
 mod index;
 mod nested;

@@ -100,15 +100,6 @@ pub enum Step {
         runtime: Option<PathBuf>,
         size: u64,
     },
-    /// Covers the directory at `target` with the directory `source` (a host scratch directory,
-    /// read-write), keeping the entries `keep` of what was there before: each is cloned first,
-    /// then attached at the same name in the cover (whose host side made the mount points). Used
-    /// for git directories under `allow_git_mutations` (see [`Cover`]).
-    Cover {
-        target: PathBuf,
-        source: Source,
-        keep: Vec<Kept>,
-    },
     /// A fresh procfs of the session's PID namespace.
     Proc { target: PathBuf },
     /// A private devpts instance (its own ptys; `ptmx` in it).
@@ -130,7 +121,6 @@ impl Step {
     pub fn target(&self) -> &Path {
         match self {
             Step::Bind { target, .. }
-            | Step::Cover { target, .. }
             | Step::Tmpfs { target, .. }
             | Step::Proc { target }
             | Step::Devpts { target }
@@ -171,33 +161,9 @@ pub struct GitLayout {
     pub dot_git_file: Option<PathBuf>,
     /// The git directory and, when different, its common directory; each becomes a mount point.
     pub dirs: Vec<Mounted>,
-    /// The existing entries that stay read-only even with `allow_git_mutations` and are not
-    /// kept read-only by a cover (`objects/info/alternates`, nested git directories' entries).
+    /// The existing entries that stay read-only even with `allow_git_mutations`
+    /// (`config`, `config.worktree`, `commondir`, `hooks/`, `info/`, `objects/info/alternates`).
     pub protected: Vec<(PathBuf, Kind)>,
-    /// With `allow_git_mutations`: the covers of each git directory (after its mount).
-    pub covers: Vec<Cover>,
-}
-
-/// An entry of a covered directory the session sees as it is on the host.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Kept {
-    pub name: String,
-    pub kind: Kind,
-    pub access: Access,
-}
-
-/// A git directory (or its `objects/info`) as a session with `allow_git_mutations` sees it: the
-/// top level is a scratch directory of the host's, so a name the host's git directory lacks
-/// (`commondir`, `config.worktree`, `hooks/`, `objects/info/alternates`) can be created only
-/// there, never on the host; the directories in it (`objects/`, `refs/`, `logs/`, …) are the
-/// host's own, writable (`hooks/` and `info/` read-only), `config` and the other configuration
-/// files read-only, and the other files copies that the session's end writes back when git
-/// keeps state in them (`HEAD`, `index`, `packed-refs`, …; see `git_sync`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cover {
-    pub target: PathBuf,
-    pub source: Source,
-    pub keep: Vec<Kept>,
 }
 
 /// Whether the sandbox may change the git directory (`allow_git_mutations`).
@@ -349,13 +315,6 @@ pub fn plan(layout: &Layout) -> MountPlan {
             steps.push(bind(dir.source.clone(), &dir.path, Kind::Dir, access));
         }
         if layout.git_mutations == GitMutations::Allow {
-            for cover in &git.covers {
-                steps.push(Step::Cover {
-                    target: cover.target.clone(),
-                    source: cover.source.clone(),
-                    keep: cover.keep.clone(),
-                });
-            }
             for (path, kind) in &git.protected {
                 steps.push(bind(Source::Itself, path, *kind, Access::ReadOnly));
             }

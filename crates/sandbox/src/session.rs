@@ -71,9 +71,6 @@ pub struct Session {
     /// The caches mounted, kept for their shared lock: no `cordon cache clear` empties them
     /// while this session lives.
     caches: Option<crate::cache::Opened>,
-    /// The scratch covers of git directories (`allow_git_mutations`): written back to the host's
-    /// git directories once nothing runs in the session, then removed.
-    git: Option<crate::git::cover::Scratch>,
     closed: bool,
 }
 
@@ -433,8 +430,7 @@ impl Session {
     /// reaped when this process exits. A session with a cgroup is always waited for, so the group
     /// can be removed.
     pub fn close_for_exit(mut self) {
-        // Written-back git state needs every process gone first: that is waited for.
-        let alone = self.cgroup.is_none() && self.git.is_none() && {
+        let alone = self.cgroup.is_none() && {
             let pid = self.init.pid;
             // Reading fails without CONFIG_PROC_CHILDREN: then wait, as `close` does.
             fs::read(format!("/proc/{pid}/task/{pid}/children")).is_ok_and(|c| c.is_empty())
@@ -462,13 +458,6 @@ impl Session {
         self.closed = true;
         let _ = sys::process::pidfd_kill(self.init.pidfd.as_fd());
         let _ = sys::process::pidfd_wait(self.init.pidfd.as_fd());
-        // Init has died, and with it (PID 1 of its namespace) every process of the session:
-        // nothing writes the scratch covers any more.
-        if let Some(scratch) = self.git.take() {
-            for problem in scratch.write_back() {
-                eprintln!("cordon: {problem}");
-            }
-        }
         // Non-fatal: a group that cannot be removed now is removed as a leftover at the next
         // start (`cleanup_stale`).
         if let Some(group) = self.cgroup.take() {

@@ -66,7 +66,13 @@ fn open_dir(parent: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
             let pinned = rustix::fs::openat(parent, name, path_only, Mode::empty())?;
             let magic = format!("/proc/self/fd/{}", pinned.as_raw_fd());
             rustix::fs::chmod(magic.as_str(), Mode::RWXU)?;
-            rustix::fs::open(magic.as_str(), flags, Mode::empty())
+            // The magic link is followed on purpose (`O_NOFOLLOW` would refuse it): it names the
+            // very inode pinned above.
+            rustix::fs::open(
+                magic.as_str(),
+                flags.difference(OFlags::NOFOLLOW),
+                Mode::empty(),
+            )
         }
         other => other,
     }

@@ -170,28 +170,6 @@ fn apply_step(step: &Step, fds: &[OwnedFd]) -> Result<(), MountError> {
             }
             Ok(())
         }
-        Step::Cover {
-            target,
-            source,
-            keep,
-        } => {
-            // What is kept is cloned from the tree at `target` now (resolved without following a
-            // link: a git directory in the workspace is the sandbox's to plant links in), then
-            // the cover goes on top, then the clones go back at their names in it.
-            let mut kept = Vec::with_capacity(keep.len());
-            for entry in keep {
-                let path = target.join(&entry.name);
-                let at = sys::open_no_symlinks(&path).map_err(fail("open", &path))?;
-                let tree = sys::clone_tree(at.as_fd(), Depth::Recursive)
-                    .map_err(fail("clone the mount of", &path))?;
-                kept.push((tree, path, entry.kind, entry.access));
-            }
-            bind(source, target, Kind::Dir, Access::ReadWrite, fds)?;
-            for (tree, path, kind, access) in kept {
-                attach(tree, &path, kind, access)?;
-            }
-            Ok(())
-        }
         Step::Proc { target } => {
             mount_point(target, Kind::Dir)?;
             sys::mount(

@@ -8,18 +8,6 @@ fn describe(step: &Step) -> String {
         Access::ReadOnly => "ro",
         Access::ReadWrite => "rw",
     };
-    let shown = |source: &Source| match source {
-        Source::Host(path) => format!("host:{}", path.display()),
-        Source::Descriptor {
-            index,
-            check: Check::Detached,
-        } => format!("fd{index}"),
-        Source::Descriptor {
-            index,
-            check: Check::SameObjectAs(path),
-        } => format!("fd{index}={}", path.display()),
-        Source::Itself => "itself".into(),
-    };
     match step {
         Step::Bind {
             source,
@@ -27,24 +15,19 @@ fn describe(step: &Step) -> String {
             kind,
             access: a,
         } => {
-            let source = shown(source);
+            let source = match source {
+                Source::Host(path) => format!("host:{}", path.display()),
+                Source::Descriptor {
+                    index,
+                    check: Check::Detached,
+                } => format!("fd{index}"),
+                Source::Descriptor {
+                    index,
+                    check: Check::SameObjectAs(path),
+                } => format!("fd{index}={}", path.display()),
+                Source::Itself => "itself".into(),
+            };
             format!("bind {} {source} {} {kind:?}", access(a), target.display())
-        }
-        Step::Cover {
-            target,
-            source,
-            keep,
-        } => {
-            let keep: Vec<String> = keep
-                .iter()
-                .map(|k| format!("{}:{}", k.name, access(&k.access)))
-                .collect();
-            format!(
-                "cover {} {} keep {}",
-                shown(source),
-                target.display(),
-                keep.join(",")
-            )
         }
         Step::Symlink { path, points_to } => {
             format!("symlink {} -> {}", path.display(), points_to.display())
@@ -227,7 +210,6 @@ fn the_git_directory_is_a_read_only_mount_point() {
             source: Source::Itself,
             kind: Kind::Dir,
         }],
-        covers: Vec::new(),
         protected: vec![
             ("/work/ws/.git/config".into(), Kind::File),
             ("/work/ws/.git/hooks".into(), Kind::Dir),
@@ -247,7 +229,6 @@ fn allowed_git_mutations_keep_config_and_hooks_read_only() {
             source: Source::Itself,
             kind: Kind::Dir,
         }],
-        covers: Vec::new(),
         protected: vec![
             ("/work/ws/.git/config".into(), Kind::File),
             ("/work/ws/.git/hooks".into(), Kind::Dir),
@@ -259,57 +240,6 @@ fn allowed_git_mutations_keep_config_and_hooks_read_only() {
             "bind rw itself /work/ws/.git Dir",
             "bind ro itself /work/ws/.git/config File",
             "bind ro itself /work/ws/.git/hooks Dir",
-        ],
-    );
-}
-
-#[test]
-fn allowed_git_mutations_cover_the_git_directory_after_its_mount_and_before_what_lies_below() {
-    let mut l = layout();
-    l.git_mutations = GitMutations::Allow;
-    let kept = |name: &str, kind, access| Kept {
-        name: name.into(),
-        kind,
-        access,
-    };
-    l.git = Some(GitLayout {
-        dot_git_file: None,
-        dirs: vec![Mounted {
-            path: "/work/ws/.git".into(),
-            source: Source::Itself,
-            kind: Kind::Dir,
-        }],
-        covers: vec![
-            Cover {
-                target: "/work/ws/.git".into(),
-                source: Source::Descriptor {
-                    index: 1,
-                    check: Check::Detached,
-                },
-                keep: vec![
-                    kept("config", Kind::File, Access::ReadOnly),
-                    kept("objects", Kind::Dir, Access::ReadWrite),
-                ],
-            },
-            Cover {
-                target: "/work/ws/.git/objects/info".into(),
-                source: Source::Descriptor {
-                    index: 2,
-                    check: Check::Detached,
-                },
-                keep: Vec::new(),
-            },
-        ],
-        protected: vec![("/work/ws/.git/config".into(), Kind::File)],
-    });
-    check(
-        l,
-        &[
-            "bind rw itself /work/ws/.git Dir",
-            "cover fd1 /work/ws/.git keep config:ro,objects:rw",
-            "bind ro itself /work/ws/.git/config File",
-            "cover fd2 /work/ws/.git/objects/info keep ",
-            "bind rw itself /work/ws/.git/objects Dir",
         ],
     );
 }
@@ -337,7 +267,6 @@ fn a_worktree_binds_its_dot_git_file_and_both_git_dirs() {
                 kind: Kind::Dir,
             },
         ],
-        covers: Vec::new(),
         protected: Vec::new(),
     });
     check(
@@ -363,7 +292,6 @@ fn every_directory_above_a_mask_or_protected_git_entry_is_pinned_as_a_mount_poin
             source: Source::Itself,
             kind: Kind::Dir,
         }],
-        covers: Vec::new(),
         protected: vec![(
             "/work/ws/meta/gd/objects/info/alternates".into(),
             Kind::File,
@@ -493,7 +421,6 @@ fn top_git() -> GitLayout {
             source: Source::Itself,
             kind: Kind::Dir,
         }],
-        covers: Vec::new(),
         protected: vec![("/work/ws/.git/config".into(), Kind::File)],
     }
 }
@@ -510,7 +437,6 @@ fn a_submodule_git_file_and_the_directory_it_names_are_read_only_mount_points() 
                 source: Source::Itself,
                 kind: Kind::Dir,
             }],
-            covers: Vec::new(),
             protected: vec![("/work/ws/.git/modules/lib/sub/config".into(), Kind::File)],
         },
         GitLayout {
@@ -520,7 +446,6 @@ fn a_submodule_git_file_and_the_directory_it_names_are_read_only_mount_points() 
                 source: Source::Itself,
                 kind: Kind::Dir,
             }],
-            covers: Vec::new(),
             protected: Vec::new(),
         },
     ];
@@ -557,7 +482,6 @@ fn allowed_git_mutations_keep_a_submodule_config_read_only_like_the_top_level_on
             source: Source::Itself,
             kind: Kind::Dir,
         }],
-        covers: Vec::new(),
         protected: vec![("/work/ws/.git/modules/sub/config".into(), Kind::File)],
     }];
     check(

@@ -153,9 +153,6 @@ impl Starting {
             report_failure(report.as_fd(), e)
         })?;
         drop(facts.fds);
-        if !facts.scratch.covered.is_empty() {
-            session.git = Some(facts.scratch);
-        }
         // Init builds the root now and the host only waits: the moment to reap the idmapping
         // helper, which has exited by now.
         sys::spawn::reap_released();
@@ -263,7 +260,6 @@ fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, Sandbox
         // Not handed out before `open_without_waiting` has sent the setup and made it pending.
         setup: SetupState::Ready,
         caches: None,
-        git: None,
         closed: false,
     };
     Ok(Cloned {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use cordon_sandbox::Session;
+use cordon_sandbox::{SandboxError, Session};
 
 use crate::support::*;
 
@@ -132,22 +132,19 @@ fn allowed_git_mutations_protect_a_submodule_git_directory_like_the_top_level_on
         let config = allowing_git_mutations(root);
         Session::open(config)
     };
-    // The submodule's git directory lacks them: the session may create them in its scratch
-    // cover only, never in the host's module directory.
-    let module = root.join(".git/modules/lib/sub");
-    let mut session = mutations(root).expect("the session opens");
-    let out = stdout(&sh(
-        &mut session,
-        "echo /tmp > .git/modules/lib/sub/commondir && echo made-commondir; \
-         echo /tmp > .git/modules/lib/sub/objects/info/alternates && echo made-alternates",
-    ));
-    drop(session);
-    assert_eq!(out, "made-commondir\nmade-alternates\n");
-    assert!(
-        !module.join("commondir").exists(),
-        "commondir reached the host"
-    );
-    assert!(!module.join("objects/info/alternates").exists());
+    // The submodule's git directory lacks them: refused, naming it.
+    match mutations(root) {
+        Err(SandboxError::GitMutations { path, .. }) => assert!(
+            path.starts_with(
+                root.canonicalize()
+                    .expect("canonical")
+                    .join(".git/modules/lib/sub")
+            ),
+            "{path:?}"
+        ),
+        Err(other) => panic!("wrong refusal: {other}"),
+        Ok(_) => panic!("the session must be refused"),
+    }
     add_protected_entries(&root.join(".git/modules/lib/sub"));
     let mut session = mutations(root).expect("the session opens");
     let out = stdout(&sh(
