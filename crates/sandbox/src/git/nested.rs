@@ -9,8 +9,12 @@
 //! update` on the host adopts again, config and hooks included; a worktree's administrative
 //! directory holds the `commondir` and `config.worktree` git reads in that worktree, and the
 //! `gitdir` record cordon itself trusts (`worktree.rs`). All of them lie inside the writable git
-//! directory. Only existing entries can be kept read-only (a mount needs something to cover);
-//! that the sandbox may create new ones is the documented limit of the opt-in.
+//! directory. Only existing entries can be kept read-only (a mount needs something to cover), so
+//! the entries git would obey if a sandbox created them are required, and the session refused
+//! when one is missing (review of 2026-12-02, finding 2): `commondir` in every module git
+//! directory (a deinitialised module's, which `git submodule update --init` follows), and in
+//! every worktree's administrative directory `commondir`, `gitdir` and — when the common
+//! `config` enables `extensions.worktreeConfig` — `config.worktree`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,11 +26,9 @@ use super::{GitError, MAX_SUBMODULES, PROTECTED};
 /// git directory) and may hold thousands of entries.
 const SKIPPED: [&str; 4] = ["objects", "refs", "logs", "worktrees"];
 
-/// What a worktree's administrative directory holds that git or cordon reads.
-const WORKTREE_ENTRIES: [&str; 3] = ["commondir", "config.worktree", "gitdir"];
-
-/// The existing entries below `git_dir` to keep read-only (see the module documentation), not
-/// `git_dir`'s own [`PROTECTED`] ones. Symlinks are returned too: the caller refuses them, since
+/// The entries below `git_dir` to keep read-only (see the module documentation), not `git_dir`'s
+/// own [`PROTECTED`] ones: the existing ones, and the required ones whether they exist or not
+/// (the caller refuses a missing one). Symlinks are returned too: the caller refuses them, since
 /// a mount would follow one.
 pub fn protected_below(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
     let mut found = Vec::new();
@@ -59,6 +61,20 @@ pub fn protected_below(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
             continue;
         }
         found.extend(existing(&dir, &PROTECTED));
+        // A module's git directory (its `config` is read-only, so it cannot stop looking like
+        // one): the `commondir` git would follow must exist to be kept read-only.
+        if fs::symlink_metadata(dir.join("config")).is_ok() {
+            let commondir = dir.join("commondir");
+            if !found.contains(&commondir) {
+                found.push(commondir);
+            }
+            if enables_worktree_config(&dir.join("config")) {
+                let worktree = dir.join("config.worktree");
+                if !found.contains(&worktree) {
+                    found.push(worktree);
+                }
+            }
+        }
         worktree_entries(&dir, &mut found)?;
         let entries = fs::read_dir(&dir).map_err(|source| GitError::Read {
             path: dir.clone(),
@@ -76,11 +92,13 @@ pub fn protected_below(git_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
     Ok(found)
 }
 
-/// Adds the existing [`WORKTREE_ENTRIES`] of every `git_dir/worktrees/<name>/`.
+/// Adds what every `git_dir/worktrees/<name>/` must keep read-only: `commondir`, `gitdir`, and
+/// `config.worktree` when it exists or git would read it.
 fn worktree_entries(git_dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), GitError> {
     let Ok(entries) = fs::read_dir(git_dir.join("worktrees")) else {
         return Ok(());
     };
+    let worktree_config = enables_worktree_config(&git_dir.join("config"));
     for (n, entry) in entries.flatten().enumerate() {
         if n >= MAX_SUBMODULES {
             return Err(GitError::TooManySubmodules {
@@ -90,10 +108,38 @@ fn worktree_entries(git_dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), GitE
         // A link in place of an administrative directory is none git made; what it names is
         // outside this git directory and not mounted writable.
         if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            found.extend(existing(&entry.path(), &WORKTREE_ENTRIES));
+            let dir = entry.path();
+            // Required (a missing one is refused by the caller): what git reads in that
+            // worktree, `config.worktree` only when git reads it at all.
+            found.push(dir.join("commondir"));
+            found.push(dir.join("gitdir"));
+            let worktree = dir.join("config.worktree");
+            if worktree_config || fs::symlink_metadata(&worktree).is_ok() {
+                found.push(worktree);
+            }
         }
     }
     Ok(())
+}
+
+/// Whether the git `config` at `path` may enable `extensions.worktreeConfig` (then git reads a
+/// `config.worktree` beside each worktree's directory). Conservative: the word anywhere, in any
+/// case, in the first 1 MiB; a config that cannot be read counts as enabling it.
+fn enables_worktree_config(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() {
+        return true;
+    }
+    let mut text = Vec::new();
+    let read = fs::File::open(path).and_then(|file| file.take(1 << 20).read_to_end(&mut text));
+    read.is_err()
+        || text
+            .to_ascii_lowercase()
+            .windows(b"worktreeconfig".len())
+            .any(|w| w == b"worktreeconfig")
 }
 
 /// The `names` under `dir` that exist (as anything, links included).

@@ -426,3 +426,45 @@ fn a_linked_worktree_recorded_with_relative_paths_keeps_its_git_file() {
         &[&feat, ws.path()],
     );
 }
+
+#[test]
+fn allowed_git_mutations_refuse_a_worktree_without_the_config_git_would_read() {
+    // Review of 2026-12-02, finding 2: with `extensions.worktreeConfig` on, a `config.worktree`
+    // created in a worktree's administrative directory is read by git in that worktree.
+    let ws = workspace();
+    committed_repo(ws.path());
+    git(ws.path(), &["worktree", "add", "-q", ".worktrees/feat"]);
+    let git_dir = ws.path().join(".git");
+    for dir in ["info", "hooks", "objects/info"] {
+        std::fs::create_dir_all(git_dir.join(dir)).expect("mkdir");
+    }
+    for file in ["config.worktree", "objects/info/alternates"] {
+        std::fs::write(git_dir.join(file), "").expect("write");
+    }
+    std::fs::write(git_dir.join("commondir"), ".\n").expect("commondir");
+    git(ws.path(), &["config", "extensions.worktreeConfig", "true"]);
+    let allow = || {
+        let mut config = config(ws.path());
+        config.git_mutations = cordon_sandbox::mounts::GitMutations::Allow;
+        Session::open(config)
+    };
+    match allow() {
+        Err(cordon_sandbox::SandboxError::GitMutations { path, .. }) => {
+            assert!(path.ends_with("worktrees/feat/config.worktree"), "{path:?}");
+        }
+        Err(other) => panic!("wrong refusal: {other}"),
+        Ok(_) => panic!("the session must be refused"),
+    }
+    // The control: once the file exists it is kept read-only and the session opens.
+    let record = git_dir.join("worktrees/feat/config.worktree");
+    std::fs::write(&record, "").expect("write");
+    let mut session = allow().expect("the session opens");
+    let out = stdout(&sh(
+        &mut session,
+        "echo '[core]' > .git/worktrees/feat/config.worktree 2>/dev/null && echo wrote; \
+         touch .git/objects/new && echo wrote-objects",
+    ));
+    drop(session);
+    assert_eq!(out, "wrote-objects\n");
+    assert_eq!(std::fs::read(&record).expect("read"), b"");
+}

@@ -176,6 +176,9 @@ fn allowed_git_mutations_keep_a_deinitialised_submodule_git_directory_configurat
     add_protected_entries(&root.join("vendor/emb/.git"));
     git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
     let module = root.join(".git/modules/lib/sub");
+    // Without a `commondir` to keep read-only the session is refused (see the next test); one
+    // naming the directory itself changes nothing for git.
+    std::fs::write(module.join("commondir"), ".\n").expect("commondir");
     let config_before = std::fs::read(module.join("config")).expect("the module config");
     let config = allowing_git_mutations(root);
     let mut session = Session::open(config).expect("the session opens");
@@ -207,6 +210,7 @@ fn allowed_git_mutations_keep_a_module_configuration_read_only_after_its_head_is
     add_protected_entries(&root.join("vendor/emb/.git"));
     git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
     let module = root.join(".git/modules/lib/sub");
+    std::fs::write(module.join("commondir"), ".\n").expect("commondir");
     let config_before = std::fs::read(module.join("config")).expect("the module config");
     let mutations = || {
         let config = allowing_git_mutations(root);
@@ -234,5 +238,38 @@ fn allowed_git_mutations_keep_a_module_configuration_read_only_after_its_head_is
     assert_eq!(
         std::fs::read(module.join("config")).expect("the module config"),
         config_before
+    );
+}
+
+#[test]
+fn allowed_git_mutations_refuse_a_deinitialised_module_without_a_commondir_to_keep() {
+    // Review of 2026-12-02, finding 2: a `commondir` created in a deinitialised module's git
+    // directory is followed by `git submodule update --init` on the host.
+    let (ws, _upstream) = workspace_with_submodules();
+    let root = ws.path();
+    add_protected_entries(&root.join(".git"));
+    add_protected_entries(&root.join("vendor/emb/.git"));
+    git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
+    let module = root.join(".git/modules/lib/sub");
+    match Session::open(allowing_git_mutations(root)) {
+        Err(cordon_sandbox::SandboxError::GitMutations { path, problem }) => {
+            assert!(path.ends_with("modules/lib/sub/commondir"), "{path:?}");
+            assert_eq!(problem, "does not exist");
+        }
+        Err(other) => panic!("wrong refusal: {other}"),
+        Ok(_) => panic!("the session must be refused"),
+    }
+    // The control: with the entry there to keep, the session opens and cannot change it.
+    std::fs::write(module.join("commondir"), ".\n").expect("commondir");
+    let mut session = Session::open(allowing_git_mutations(root)).expect("the session opens");
+    let out = stdout(&sh(
+        &mut session,
+        "echo ../evil > .git/modules/lib/sub/commondir 2>/dev/null && echo wrote",
+    ));
+    drop(session);
+    assert_eq!(out, "");
+    assert_eq!(
+        std::fs::read_to_string(module.join("commondir")).expect("read"),
+        ".\n"
     );
 }
