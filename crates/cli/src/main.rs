@@ -83,6 +83,7 @@ fn main() -> ExitCode {
     {
         cordon_sandbox::init::main()
     }
+    quiet_closed_stdout();
     if std::env::args_os().nth(1).is_some_and(|arg| arg == "exec") {
         let argv: Vec<OsString> = std::env::args_os().skip(2).collect();
         let early = commands::exec::start_early(&argv);
@@ -111,6 +112,31 @@ fn main() -> ExitCode {
         Command::Egress(args) => commands::egress::run(args),
         Command::Cache(args) => commands::cache::run(args),
     })
+}
+
+/// A closed stdout (`cordon runs | head -1`) ends the command quietly with status 0 (DESIGN
+/// §18): what was asked for has been read. Rust ignores `SIGPIPE`, so a write to the closed pipe
+/// fails with `EPIPE` and `println!` panics with "failed printing to stdout"; that one panic
+/// becomes the exit, every other keeps the default report. (`cordon exec` drops its command's
+/// output instead, so the command is not stopped.)
+fn quiet_closed_stdout() {
+    /// `EPIPE` on Linux (the only system cordon runs on), as `std` reports it.
+    const EPIPE: i32 = 32;
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout")
+            && message.contains(&std::io::Error::from_raw_os_error(EPIPE).to_string())
+        {
+            std::process::exit(0);
+        }
+        report(info);
+    }));
 }
 
 /// The exit code of a finished command; a runtime failure is printed and exits 1.

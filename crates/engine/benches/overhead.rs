@@ -86,7 +86,7 @@ fn engine_run(ws: &Path, state: &Path, init: &InitProgram, round: u128) -> Durat
         agents: None,
     };
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
-    engine.start(3).expect("start");
+    engine.start(3, None).expect("start");
     engine.drive().expect("drive");
     start.elapsed()
 }

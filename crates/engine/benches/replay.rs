@@ -35,6 +35,7 @@ fn main() {
                 workspace: "/w".into(),
                 attempt: Attempt::FIRST,
                 max_attempts: 3,
+                prompt: None,
             },
         )
         .expect("append");

@@ -134,13 +134,14 @@ impl<'a> Engine<'a> {
         &self.state
     }
 
-    /// Appends `run.started` for a fresh run.
-    pub fn start(&mut self, max_attempts: u32) -> Result<(), EngineError> {
+    /// Appends `run.started` for a fresh run, with the run's task (`--prompt`) when it has one.
+    pub fn start(&mut self, max_attempts: u32, prompt: Option<String>) -> Result<(), EngineError> {
         let event = Event::RunStarted {
             pipeline: self.cx.pipeline.name.clone(),
             workspace: self.cx.workspace.path().display().to_string(),
             attempt: Attempt::FIRST,
             max_attempts,
+            prompt,
         };
         match self.append(None, event) {
             Ok(_) | Err(Failure::Stop) => Ok(()),

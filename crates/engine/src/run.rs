@@ -126,6 +126,9 @@ pub struct Request<'a> {
     pub refresh: bool,
     /// Write every model turn as a replay transcript (`--record FILE`).
     pub record: Option<PathBuf>,
+    /// The run's task (`--prompt`, `--prompt-file`): appended to every agent step's task
+    /// message, recorded in `run.started`; a resumed run keeps its own.
+    pub prompt: Option<String>,
     /// Loads the operator policy for a workspace (refused inside it).
     pub operator: &'a dyn Fn(&Path) -> Result<Operator, String>,
     /// The host environment: key variables, `SSL_CERT_FILE`, the user's git config location.
@@ -170,6 +173,8 @@ pub struct Ready {
     passed: cordon_sandbox::environment::Passed,
     /// `isolation.caches`, opened for the whole run (their shared lock held until it ends).
     caches: Option<cordon_sandbox::cache::Opened>,
+    /// The run's task (`--prompt`), for `run.started` of a fresh run.
+    prompt: Option<String>,
     begin: Begin,
     /// The run to record (fresh runs), with the tooling snapshot.
     row: Option<(RunRow, ToolingSnapshot)>,
@@ -495,6 +500,21 @@ fn caches(
     Ok(Some(opened))
 }
 
+/// Appends the run's task to every agent step's `prompt` (DESIGN §12: the step's own first).
+fn with_run_prompt(pipeline: &mut Pipeline, prompt: Option<&str>) {
+    let Some(prompt) = prompt else {
+        return;
+    };
+    for step in &mut pipeline.steps {
+        if let StepKind::Agent(agent) = &mut step.kind {
+            agent.prompt = Some(match agent.prompt.take() {
+                Some(own) => format!("{}\n\n{}", own.trim_end(), prompt.trim_end()),
+                None => prompt.trim_end().to_owned(),
+            });
+        }
+    }
+}
+
 fn has_commit(pipeline: &Pipeline) -> bool {
     pipeline
         .steps
@@ -537,6 +557,7 @@ fn fresh(
         ))
     })?;
     let first = tooling::load(&view, &workspace_path, &pipeline_file, pipeline_arg)?;
+    let prompt = request.prompt.clone().filter(|p| !p.trim().is_empty());
     crate::preflight(&first.pipeline)?;
     refuse_missing_layers()?;
     request
@@ -575,7 +596,8 @@ fn fresh(
     // Everything from here on reads the tooling from its snapshot, never the workspace again.
     let snapshot = ToolingSnapshot::read(workspace.view(), &tooling)?;
     let loaded = snapshot.pipeline(&pipeline_file, &workspace_path)?;
-    let pipeline = loaded.pipeline;
+    let mut pipeline = loaded.pipeline;
+    with_run_prompt(&mut pipeline, prompt.as_deref());
     let agents = agent_driver(
         request,
         &pipeline,
@@ -607,6 +629,7 @@ fn fresh(
         toolchains,
         passed,
         caches,
+        prompt,
         begin: Begin::Fresh(max_attempts),
         row: Some((row, snapshot)),
         refresh: request.refresh,
@@ -650,7 +673,7 @@ fn resume(
         }
     }
     let snapshot = ToolingSnapshot::stored(&store, &row)?;
-    let pipeline = snapshot
+    let mut pipeline = snapshot
         .pipeline(&row.pipeline_file, &row.workspace)
         .map_err(|mut err| {
             err.class = ErrorClass::Runtime;
@@ -667,6 +690,21 @@ fn resume(
     let state = RunState::replay(&records);
     // A run killed between its creation and `run.started` has no events: it starts afresh.
     let fresh = records.is_empty();
+    // The task is the run's own: the one `run.started` recorded (or, for a run that never
+    // started, the one given now).
+    let given = request.prompt.clone().filter(|p| !p.trim().is_empty());
+    let prompt = if fresh {
+        given
+    } else {
+        if given.is_some() && given != state.prompt {
+            return Err(RunError::usage(format!(
+                "run {run} keeps the task it started with; resume it without --prompt / \
+                 --prompt-file (see its `run.started` event for the task)"
+            )));
+        }
+        state.prompt.clone()
+    };
+    with_run_prompt(&mut pipeline, prompt.as_deref());
     let budget = if fresh {
         pipeline.max_attempts.get()
     } else {
@@ -721,6 +759,7 @@ fn resume(
         toolchains,
         passed,
         caches,
+        prompt,
         begin: if fresh {
             Begin::Fresh(max_attempts)
         } else {
@@ -850,7 +889,7 @@ impl Ready {
             mem_warn: limits.mem_warn,
         }));
         match self.begin {
-            Begin::Fresh(max) => engine.start(max),
+            Begin::Fresh(max) => engine.start(max, self.prompt.clone()),
             Begin::Resume(max) => engine.resume(max),
         }?;
         let kept = match (self.begin, self.workspace.git()) {

@@ -57,6 +57,8 @@ pub struct Failure {
 pub struct RunState {
     pub run: Option<RunId>,
     pub pipeline: String,
+    /// The run's task (`--prompt`), as `run.started` recorded it.
+    pub prompt: Option<String>,
     pub attempt: Attempt,
     pub max_attempts: u32,
     pub position: Position,
@@ -86,6 +88,7 @@ impl Default for RunState {
         RunState {
             run: None,
             pipeline: String::new(),
+            prompt: None,
             attempt: Attempt::FIRST,
             max_attempts: 0,
             position: Position::NotStarted,
@@ -126,9 +129,11 @@ impl RunState {
                 pipeline,
                 attempt,
                 max_attempts,
+                prompt,
                 ..
             } => {
                 self.pipeline.clone_from(pipeline);
+                self.prompt.clone_from(prompt);
                 self.attempt = *attempt;
                 self.max_attempts = *max_attempts;
                 self.position = Position::At {
@@ -379,6 +384,31 @@ mod tests {
             "{:?}",
             state.position
         );
+    }
+
+    #[test]
+    fn the_run_prompt_is_what_run_started_recorded() {
+        let started = |prompt: Option<&str>| {
+            record(
+                1,
+                None,
+                Event::RunStarted {
+                    pipeline: "p".into(),
+                    workspace: "/w".into(),
+                    attempt: Attempt::FIRST,
+                    max_attempts: 3,
+                    prompt: prompt.map(str::to_owned),
+                },
+            )
+        };
+        for prompt in [None, Some("Rename the module.")] {
+            let state = RunState::replay(&[started(prompt)]);
+            assert_eq!(state.prompt.as_deref(), prompt);
+        }
+        // An old `run.started` without the field reads as no prompt.
+        let json = r#"{"run":"01h00000000000000000000001","seq":1,"ts":"2026-01-31T12:00:00.000Z","type":"run.started","step":null,"data":{"pipeline":"p","workspace":"/w","attempt":1,"max_attempts":3}}"#;
+        let old = Record::from_json_line(json).expect("an old line parses");
+        assert_eq!(RunState::replay(&[old]).prompt, None);
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub enum Event {
         workspace: String,
         attempt: Attempt,
         max_attempts: u32,
+        /// The run's task (`--prompt`, `--prompt-file`), appended to every agent step's task
+        /// message and reused on resume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
     },
     /// A process took the run over again; `max_attempts` is the budget from now on.
     #[serde(rename = "run.resumed")]

@@ -45,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             workspace: "/work/example".into(),
             attempt: Attempt::FIRST,
             max_attempts: 3,
+            prompt: None,
         },
     )?;
     println!("run {run}");

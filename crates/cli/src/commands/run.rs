@@ -12,8 +12,9 @@ use cordon_pipeline::{Action, CommandSpec, Isolation, Llm, Pipeline, Sandboxed, 
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The pipeline file (optional with --resume / --resume-last, where it must be the run's own).
-    #[arg(value_name = "PIPELINE", required_unless_present_any = ["resume", "resume_last"])]
+    /// The pipeline file [default: ./pipeline.yaml; with --resume / --resume-last the run's own,
+    /// which a given one must be]
+    #[arg(value_name = "PIPELINE")]
     pipeline: Option<PathBuf>,
     /// The workspace, the top of a git work tree [default: the top of the git work tree
     /// containing PIPELINE].
@@ -56,15 +57,78 @@ pub struct Args {
     /// `step`/`attempt` selectors), to replay it offline with `llm: {provider: replay}`
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// The task for this run, appended to every agent step's task message (recorded in
+    /// `run.started`; a resumed run keeps its own)
+    #[arg(long, value_name = "TEXT", conflicts_with = "prompt_file")]
+    prompt: Option<String>,
+    /// As --prompt, the text read from FILE (a regular file of at most 1 MiB, UTF-8)
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Option<PathBuf>,
+}
+
+/// The most bytes `--prompt-file` reads.
+const MAX_PROMPT_FILE: u64 = 1 << 20;
+
+/// The run's task from `--prompt` or `--prompt-file`. The file is read through a view of its
+/// directory (no link followed, regular files only, bounded): one in the workspace may have been
+/// replaced by a step, and its text goes to the model provider.
+pub fn prompt(args: &Args) -> Result<Option<String>, String> {
+    let Some(path) = &args.prompt_file else {
+        return Ok(args.prompt.clone());
+    };
+    let shown = cordon_protocol::text::escape_line(&path.display().to_string()).into_owned();
+    let fail = |what: String| format!("--prompt-file {shown}: {what}");
+    let absolute = std::path::absolute(path).map_err(|err| fail(err.to_string()))?;
+    let (Some(dir), Some(name)) = (absolute.parent(), absolute.file_name()) else {
+        return Err(fail("is not a file".to_owned()));
+    };
+    let view = cordon_workspace::View::open(dir)
+        .map_err(|err| fail(format!("cannot open its directory: {err}")))?;
+    let name = cordon_workspace::WsPath::name(name.as_encoded_bytes())
+        .map_err(|err| fail(err.to_string()))?;
+    let read = view
+        .read(&name, MAX_PROMPT_FILE as usize + 1)
+        .map_err(|err| fail(err.to_string()))?
+        .ok_or_else(|| fail("does not exist".to_owned()))?;
+    if read.bytes.len() as u64 > MAX_PROMPT_FILE || read.omitted() > 0 {
+        return Err(fail(format!(
+            "is larger than {} KiB",
+            MAX_PROMPT_FILE >> 10
+        )));
+    }
+    String::from_utf8(read.bytes)
+        .map(Some)
+        .map_err(|_| fail("is not UTF-8 text".to_owned()))
+}
+
+/// The file in the current directory `cordon run` uses when no PIPELINE is given.
+pub const DEFAULT_PIPELINE: &str = "pipeline.yaml";
+
+/// `given`, else `./pipeline.yaml` when it exists; the error names both ways out.
+pub fn default_pipeline(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    match given {
+        Some(path) => Ok(path),
+        None if std::path::Path::new(DEFAULT_PIPELINE).exists() => {
+            Ok(PathBuf::from(DEFAULT_PIPELINE))
+        }
+        None => Err(format!(
+            "no PIPELINE given and there is no ./{DEFAULT_PIPELINE} here; give the pipeline file \
+             (`cordon run path/to/pipeline.yaml`), run it from the pipeline's directory, or \
+             write one with `cordon init`"
+        )),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.dry_run {
         return execute::run(args);
     }
-    let Some(pipeline_path) = args.pipeline.clone() else {
-        eprintln!("cordon: --dry-run needs a PIPELINE");
-        return Ok(ExitCode::from(2));
+    let pipeline_path = match default_pipeline(args.pipeline.clone()) {
+        Ok(path) => path,
+        Err(message) => {
+            eprintln!("cordon: {message}");
+            return Ok(ExitCode::from(2));
+        }
     };
     let pipeline_file = match std::path::absolute(&pipeline_path).and_then(|p| p.canonicalize()) {
         Ok(p) => p,

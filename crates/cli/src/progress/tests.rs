@@ -65,6 +65,7 @@ fn history() -> Vec<Record> {
                 workspace: "/w".into(),
                 attempt: Attempt::FIRST,
                 max_attempts: 3,
+                prompt: None,
             },
         ),
         record(

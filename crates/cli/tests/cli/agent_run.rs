@@ -375,3 +375,67 @@ fn a_failed_gate_reaches_the_next_attempt_and_a_recorded_session_replays_offline
         Some("yes\n")
     );
 }
+
+#[test]
+fn the_run_prompt_reaches_every_agent_task_and_is_recorded_in_run_started() {
+    let (url, seen) = openai_server(vec![serde_json::json!({"choices": [{"message": {
+        "role": "assistant", "content": "done"}}]})]);
+    let f = agent_fixture(
+        &format!("{{provider: openai, model: m, base_url: '{url}', api_key_env: CORDON_E2E_KEY}}"),
+        &[],
+    );
+    // From the pipeline's directory, without naming it: `./pipeline.yaml` is the default.
+    let out = f
+        .cordon(&["run", "--no-ui", "--prompt", "Rename the module to calc2."])
+        .env("CORDON_E2E_KEY", "sk-test")
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let requests = seen.lock().expect("lock").clone();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0].contains("## Task") && requests[0].contains("Rename the module to calc2."),
+        "{}",
+        requests[0]
+    );
+    let started = events(&f)
+        .into_iter()
+        .find(|e| e["type"] == "run.started")
+        .expect("run.started");
+    assert_eq!(started["data"]["prompt"], "Rename the module to calc2.");
+}
+
+#[test]
+fn prompt_files_are_read_without_following_a_link_and_a_missing_pipeline_names_the_fix() {
+    let f = agent_fixture(
+        "{provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1'}",
+        &[],
+    );
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("secret"), "the user's key").expect("write");
+    std::os::unix::fs::symlink(outside.path().join("secret"), f.ws.join("task.md")).expect("link");
+    let out = f
+        .cordon(&["run", "--no-ui", "--prompt-file", "task.md"])
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--prompt-file task.md:"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("the user's key"));
+    // No PIPELINE and no ./pipeline.yaml: exit 2 with both ways out.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let out = crate::support::cordon()
+        .args(["run", "--no-ui"])
+        .current_dir(empty.path())
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no PIPELINE given and there is no ./pipeline.yaml here"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -37,3 +37,30 @@ fn runs_json_has_the_contract_shape() {
     );
     assert!(value["finished"].is_string() && value["started"].is_string());
 }
+
+#[test]
+fn a_closed_stdout_ends_runs_and_logs_quietly_with_status_0() {
+    let f = crate::run::Fixture::new(
+        "name: demo\nsteps:\n  - name: build\n    command: [sh, -c, 'for i in $(seq 2000); do echo line $i; done']\n",
+    );
+    let out = f.run(&["--no-ui"]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::run::stderr(&out));
+    for args in [&["runs"][..], &["runs", "--json"], &["logs", "--last"]] {
+        // The reader is gone before the command writes a byte: every write fails with EPIPE.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = f
+            .cordon(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("cordon");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            crate::run::stderr(&out)
+        );
+        assert_eq!(crate::run::stderr(&out), "", "{args:?}");
+    }
+}

@@ -77,7 +77,7 @@ fn an_agent_verdict_from_its_artifact_routes_and_its_feedback_reaches_the_next_a
     let mut observer = |_: &cordon_protocol::Record| Control::Continue;
     let cx = h.context(Some(&mut driver));
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
-    engine.start(3).expect("start");
+    engine.start(3, None).expect("start");
     assert_eq!(
         engine.drive().expect("drive"),
         cordon_engine::Ending::Finished(Outcome::Success)
@@ -162,7 +162,7 @@ fn an_unanswered_tool_call_gets_an_interrupted_result_on_resume() {
         let cx = h.context(Some(&mut driver));
         let mut engine = Engine::new(cx, &mut observer).expect("engine");
         if stop_after_call {
-            engine.start(3).expect("start");
+            engine.start(3, None).expect("start");
         } else {
             engine.resume(3).expect("resume");
         }

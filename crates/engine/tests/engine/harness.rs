@@ -122,7 +122,7 @@ impl Harness {
             engine.set_resource_guard(guard);
         }
         if fresh {
-            engine.start(max_attempts).expect("start");
+            engine.start(max_attempts, None).expect("start");
             if stop_after.is_some_and(|k| k <= 1) {
                 return Ending::Stopped;
             }

@@ -337,7 +337,7 @@ fn an_agent_tool_call_past_disk_abort_is_stopped_and_the_attempt_fails_without_m
     let cx = h.context(Some(&mut driver));
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
     engine.set_resource_guard(guard(Some(LIMITS), samples).expect("a guard"));
-    engine.start(3).expect("start");
+    engine.start(3, None).expect("start");
     assert_eq!(
         engine.drive().expect("drive"),
         cordon_engine::Ending::Finished(Outcome::Failure)

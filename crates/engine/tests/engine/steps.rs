@@ -258,7 +258,7 @@ fn a_missing_sandbox_layer_stops_the_run_with_a_layer_error() {
     let cx = h.context(None);
     let mut observer = |_: &cordon_protocol::Record| cordon_engine::Control::Continue;
     let mut engine = cordon_engine::Engine::new(cx, &mut observer).expect("engine");
-    engine.start(3).expect("start");
+    engine.start(3, None).expect("start");
     let err = engine.drive().expect_err("refused");
     assert_eq!(err.class(), cordon_engine::ErrorClass::Layer);
     let state = h.state();

@@ -308,6 +308,15 @@ fn agent_step(
     let prompt = fields
         .get("prompt")
         .map(|n| decode::string(out, n, "prompt"));
+    if prompt.is_none() {
+        out.warning(
+            agent_node.at,
+            format!(
+                "this agent step (agent `{agent_text}`) has no `prompt`: the model gets its agent \
+                 file and feedback but no task; add `prompt: <what to do>`"
+            ),
+        );
+    }
     let artifact = fields.get("artifact").map(|n| rel_path(out, n, "artifact"));
     let verdicts = fields.get("verdicts").map(|n| verdicts(out, n));
     let agent = agent?;

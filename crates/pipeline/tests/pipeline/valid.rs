@@ -55,7 +55,10 @@ fn design_example_is_valid_and_fully_resolved() {
         "---\nname: review\nmodel: o3\nmax_iterations: 12\ntools: [read_file, bash]\ntemperature: 0.2\n---\nReview.\n".to_owned(),
     );
     let loaded = load(DESIGN_EXAMPLE, &[agent("dev"), review]).expect("valid");
-    assert!(loaded.warnings.is_empty(), "{}", loaded.warnings);
+    // DESIGN §12: its agent steps have no `prompt`, which is a warning and nothing else.
+    let warnings = loaded.warnings.to_string();
+    assert_eq!(warnings.matches("has no `prompt`").count(), 2, "{warnings}");
+    assert_eq!(warnings.lines().count(), 2, "{warnings}");
     let p = loaded.pipeline;
     assert_eq!(p.name, "fix-failing-tests");
     assert!(matches!(&p.llm, Some(Llm::OpenAi { model, .. }) if model == "gpt-4.1"));

@@ -79,6 +79,7 @@ fn every_kind() -> Vec<Event> {
             workspace: "/w".into(),
             attempt: Attempt::FIRST,
             max_attempts: 3,
+            prompt: None,
         },
         Event::RunResumed {
             attempt: Attempt::FIRST,

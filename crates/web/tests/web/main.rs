@@ -63,6 +63,7 @@ impl Fixture {
             workspace: "/w".into(),
             attempt: Attempt::FIRST,
             max_attempts: 3,
+            prompt: None,
         };
         self.store.append(id, None, &started).expect("append");
         id

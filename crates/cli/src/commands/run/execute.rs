@@ -53,11 +53,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
             pipeline: args.pipeline.clone(),
         }
     } else {
-        let Some(pipeline) = args.pipeline.clone() else {
-            return Err(RunError::usage(
-                "give a PIPELINE, or --resume RUN_ID / --resume-last",
-            ));
-        };
+        let pipeline = super::default_pipeline(args.pipeline.clone()).map_err(RunError::usage)?;
         Start::Fresh {
             pipeline,
             workspace: args.workspace.clone(),
@@ -73,6 +69,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         max_attempts: args.max_attempts,
         refresh: args.refresh,
         record: args.record.clone(),
+        prompt: super::prompt(args).map_err(RunError::usage)?,
         operator: &operator,
         env: &env,
     };
