@@ -28,8 +28,8 @@ files="${CORDON_BENCH_FILES:-10000}"
 before="${CORDON_BENCH_BEFORE-}"
 after="${CORDON_BENCH_AFTER-}"
 if [ -z "$after" ]; then
-    cargo build --release --locked -p cordon-cli
-    after=target/release/cordon
+    cargo build --profile dist --locked -p cordon-cli
+    after=target/dist/cordon
 fi
 dir=$(mktemp -d /tmp/cordon-bench-host.XXXXXX)
 trap 'rm -rf "$dir"' EXIT

@@ -42,8 +42,8 @@ for tool in curl python3; do
     command -v "$tool" >/dev/null || { echo "cordon: $tool is missing; install it" >&2; exit 2; }
 done
 
-cargo build --release --locked -p cordon-cli >&2
-cordon="$PWD/target/release/cordon"
+cargo build --profile dist --locked -p cordon-cli >&2
+cordon="$PWD/target/dist/cordon"
 
 work=$(mktemp -d)
 blob=$(mktemp /dev/shm/cordon-bench.XXXXXX)

@@ -22,7 +22,8 @@ if ! command -v bwrap >/dev/null; then
     fi
 fi
 
-cargo build --release --locked -p cordon-cli
+cargo build --profile dist --locked -p cordon-cli
+cargo build --profile dist --locked -p cordon-sandbox --bin cordon-sandbox-init
 bench=$(
     cargo bench --locked -p cordon-sandbox --bench startup --no-run --message-format=json 2>/dev/null \
         | grep '"reason":"compiler-artifact"' \
@@ -42,7 +43,7 @@ dir=$(mktemp -d /tmp/cordon-bench.XXXXXX)
 home=$(mktemp -d /tmp/cordon-bench-home.XXXXXX)
 trap 'rm -rf "$dir" "$home"' EXIT
 cp "$bench" "$dir/startup"
-cp target/release/cordon target/release/cordon-sandbox-init "$dir/"
+cp target/dist/cordon target/dist/cordon-sandbox-init "$dir/"
 chmod 755 "$dir" && chmod -R a+rX "$dir"
 
 echo "== as $(id -un)"

@@ -1,7 +1,7 @@
 //! Engine overhead per command step: a 50-step pipeline of `true` run by the engine (events,
 //! fsyncs, diffs, routing) against the same 50 sessions opened and run directly, and
 //! against 50 `cordon exec -- true` processes when `CORDON_BIN` names a cordon binary (the
-//! binary is also the sessions' init program; default `target/release/cordon`).
+//! binary is also the sessions' init program; default `target/dist/cordon`, `cargo build --profile dist -p cordon-cli`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,7 +18,7 @@ const STEPS: u32 = 50;
 
 fn cordon_bin() -> PathBuf {
     std::env::var_os("CORDON_BIN").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/cordon"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dist/cordon"),
         PathBuf::from,
     )
 }

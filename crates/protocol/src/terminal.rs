@@ -33,8 +33,10 @@ enum State {
     Drop,
     /// `ESC` inside a dropped string.
     DropEscape,
-    /// After the UTF-8 lead byte `0xC2`, which with `0x80..=0x9F` encodes a C1 control.
-    Utf8C2,
+    /// Inside a UTF-8 sequence: this many continuation bytes still to come (`held` has the
+    /// bytes so far). Only complete, valid sequences pass — a raw byte `0x80..=0x9F` is a C1
+    /// control to a terminal in an 8-bit locale (`0x9B` is CSI) — and none encoding a C1.
+    Utf8(u8),
 }
 
 /// Removes what would make the terminal answer; see the module documentation.
@@ -45,6 +47,9 @@ pub struct Filter {
     held: Vec<u8>,
     /// The held sequence grew past its bound: dropped, the rest skipped to its end.
     overflow: bool,
+    /// The command switched to the alternate screen and has not switched back: the farewell
+    /// leaves it (only then — leaving it when it is not active restores a stale cursor).
+    alternate: bool,
 }
 
 impl Default for Filter {
@@ -59,7 +64,13 @@ impl Filter {
             state: State::Ground,
             held: Vec::new(),
             overflow: false,
+            alternate: false,
         }
+    }
+
+    /// Whether the command left the alternate screen on (see [`farewell`]).
+    pub fn alternate_screen(&self) -> bool {
+        self.alternate
     }
 
     /// Appends to `out` what of `input` may reach the terminal.
@@ -91,6 +102,27 @@ impl Filter {
         self.ground();
     }
 
+    fn utf8(&mut self, lead: u8, continuation: u8) {
+        self.held.clear();
+        self.held.push(lead);
+        self.state = State::Utf8(continuation);
+    }
+
+    /// Notes the modes an allowed CSI sequence changes that the farewell must know of.
+    fn track(&mut self, body: &[u8]) {
+        let Some((&last, rest)) = body.split_last() else {
+            return;
+        };
+        let Some(params) = rest.strip_prefix(b"?") else {
+            return;
+        };
+        for param in params.split(|b| *b == b';') {
+            if matches!(param, b"47" | b"1047" | b"1049") {
+                self.alternate = last == b'h';
+            }
+        }
+    }
+
     fn byte(&mut self, byte: u8, out: &mut Vec<u8>) {
         // CAN and SUB abort any sequence (and are dropped); ESC starts a new one anywhere but
         // inside a string, where it may begin the terminator.
@@ -114,15 +146,35 @@ impl Filter {
                 // Text, and the controls that only move the cursor or ring the bell.
                 0x07..=0x0d => out.push(byte),
                 0x00..=0x1f | 0x7f => {}
-                0xc2 => self.state = State::Utf8C2,
-                _ => out.push(byte),
+                0x20..=0x7e => out.push(byte),
+                // UTF-8 lead bytes (overlong `0xC0`/`0xC1` and past U+10FFFF dropped).
+                0xc2..=0xdf => self.utf8(byte, 1),
+                0xe0..=0xef => self.utf8(byte, 2),
+                0xf0..=0xf4 => self.utf8(byte, 3),
+                // A continuation byte without a lead, or an invalid byte: dropped.
+                _ => {}
             },
-            State::Utf8C2 => {
-                self.state = State::Ground;
-                if !(0x80..=0x9f).contains(&byte) {
-                    out.push(0xc2);
+            State::Utf8(left) => {
+                if !(0x80..=0xbf).contains(&byte) {
+                    // Cut short: the partial character is dropped, the byte judged afresh.
+                    self.ground();
                     self.byte(byte, out);
+                    return;
                 }
+                self.held.push(byte);
+                if left > 1 {
+                    self.state = State::Utf8(left - 1);
+                    return;
+                }
+                // U+0080..=U+009F (C1 controls) never pass, nor surrogates or overlongs.
+                let valid = std::str::from_utf8(&self.held)
+                    .ok()
+                    .and_then(|s| s.chars().next())
+                    .is_some_and(|c| !('\u{80}'..='\u{9f}').contains(&c));
+                if valid {
+                    out.extend_from_slice(&self.held);
+                }
+                self.ground();
             }
             State::Escape => match byte {
                 b'[' => {
@@ -138,20 +190,28 @@ impl Filter {
                     self.held.clear();
                     self.state = State::Drop;
                 }
-                0x20..=0x2f => {
+                // Character set designations (`ESC ( 0`, line drawing): the only intermediates
+                // allowed. `ESC #` (`ESC # 8` fills the screen), `ESC %` (character encoding)
+                // and `ESC SP` (`ESC SP G` turns on 8-bit answers) are dropped.
+                b'(' | b')' | b'*' | b'+' | b'-' | b'.' | b'/' => {
                     self.held.push(byte);
                     self.state = State::EscapeIntermediate;
                 }
-                // DECID (`ESC Z`) asks for the terminal's identity; RIS (`ESC c`) resets it.
-                b'Z' | b'c' => self.ground(),
-                0x30..=0x7e => {
+                0x20..=0x2f => {
+                    self.overflow = true;
+                    self.state = State::EscapeIntermediate;
+                }
+                // Cursor save and restore, index, reverse index, next line, tab set, keypad
+                // modes; everything else (`ESC Z` asks for the terminal's identity, `ESC c`
+                // resets it, `ESC <` leaves VT52 mode) is dropped.
+                b'7' | b'8' | b'D' | b'E' | b'H' | b'M' | b'=' | b'>' => {
                     self.held.push(byte);
                     self.emit(out);
                 }
                 _ => self.ground(),
             },
             State::EscapeIntermediate => match byte {
-                0x20..=0x2f => self.hold(byte, MAX_SEQUENCE),
+                0x20..=0x2f => self.overflow = true,
                 0x30..=0x7e => {
                     self.hold(byte, MAX_SEQUENCE);
                     self.emit(out);
@@ -163,6 +223,8 @@ impl Filter {
                 0x40..=0x7e => {
                     self.hold(byte, MAX_SEQUENCE);
                     if !self.overflow && csi_allowed(&self.held[2..]) {
+                        let body = self.held[2..].to_vec();
+                        self.track(&body);
                         self.emit(out);
                     } else {
                         self.ground();
@@ -262,24 +324,44 @@ fn csi_allowed(body: &[u8]) -> bool {
             | b'e'
             | b'f'
             | b'g'
-            | b'h'
-            | b'l'
             | b'm'
             | b'r'
             | b's'
             | b'u',
         ) => true,
-        // DEC private modes (alternate screen, cursor visibility, wrap) and selective erase.
-        (Some(b'?'), [], b'h' | b'l' | b'J' | b'K') => true,
+        // DEC private modes, each allowed by number (none that leaves ANSI mode or switches the
+        // emulation; each one the farewell puts back).
+        (Some(b'?'), [], b'h' | b'l') => {
+            params.split(|b| *b == b';').all(|p| DEC_MODES.contains(&p))
+        }
+        // Selective erase.
+        (Some(b'?'), [], b'J' | b'K') => true,
+        // ANSI modes: insert mode only (mode 2 locks the keyboard).
+        (None, [], b'h' | b'l') => params.split(|b| *b == b';').all(|p| p == b"4"),
         // Cursor style (DECSCUSR) and soft reset (DECSTR).
         (None, [b' '], b'q') | (None, [b'!'], b'p') => true,
         _ => false,
     }
 }
 
+/// The DEC private modes a command may set and reset: cursor keys, reverse video, origin, wrap,
+/// cursor blink and visibility, the alternate screen, mouse and focus reports, bracketed paste,
+/// synchronized output — each one the farewell puts back.
+const DEC_MODES: [&[u8]; 20] = [
+    b"1", b"5", b"6", b"7", b"12", b"25", b"47", b"1000", b"1002", b"1003", b"1004", b"1005",
+    b"1006", b"1015", b"1016", b"1047", b"1048", b"1049", b"2004", b"2026",
+];
+
 /// Whether the OSC string `body` (after `ESC ]`, before its terminator) only sets something the
-/// user sees: a window or icon title, a hyperlink, a shell-integration mark.
+/// user sees: a window or icon title, a hyperlink, a shell-integration mark — in valid UTF-8
+/// without a control character (a terminal may read a C1 control inside it as one).
 fn osc_allowed(body: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(body) else {
+        return false;
+    };
+    if text.chars().any(char::is_control) {
+        return false;
+    }
     let number: Vec<u8> = body
         .iter()
         .copied()
@@ -293,12 +375,22 @@ fn osc_allowed(body: &[u8]) -> bool {
 }
 
 /// What `cordon exec` writes to the user's terminal when the command has ended, before input is
-/// discarded and the terminal's settings restored: every mouse and focus report off, bracketed
-/// paste off (the shell turns it on again), normal cursor keys and keypad, the cursor shown, the
-/// main screen, default keyboard protocols, default attributes.
-pub const RESET_MODES: &[u8] = b"\x18\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\
-\x1b[?1015l\x1b[?1016l\x1b[?1004l\x1b[?2004l\x1b[?1l\x1b>\x1b[?25h\x1b[?1049l\x1b[>4;0m\
-\x1b[=0;1u\x1b[0m";
+/// discarded and the terminal's settings restored: a cancel of any unfinished sequence; every
+/// mouse and focus report off; bracketed paste and synchronized output off (the shell turns
+/// paste on again); normal cursor keys and keypad; insert, origin and reverse video off, wrap on,
+/// the whole screen scrolling (cursor kept); ASCII in G0; the cursor shown; default keyboard
+/// protocols and attributes — and the main screen when the command left the alternate one on
+/// ([`Filter::alternate_screen`]).
+pub fn farewell(alternate_screen: bool) -> Vec<u8> {
+    let mut out = b"\x18\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\
+\x1b[?1016l\x1b[?1004l\x1b[?2004l\x1b[?2026l\x1b[?1l\x1b>\x1b[4l\x1b[?5l\x1b[?7h\x1b7\x1b[?6l\
+\x1b[r\x1b8\x1b(B\x1b[?25h\x1b[>4;0m\x1b[=0;1u\x1b[0m"
+        .to_vec();
+    if alternate_screen {
+        out.extend_from_slice(b"\x1b[?1049l");
+    }
+    out
+}
 
 /// The question `cordon exec` asks last (device status, `CSI 5 n`) and the start of its answer
 /// (`CSI 0 n`): terminals answer in order, so once it is read every earlier answer has been.
@@ -322,13 +414,14 @@ mod tests {
             b"\x1b[1;31mred\x1b[0m",
             b"\x1b[2J\x1b[H\x1b[10;20H",
             b"\x1b[?1049h\x1b[?25l\x1b[?25h\x1b[?1049l",
+            b"\x1b[?1000;1006h\x1b[4h\x1b[4l\x1b=\x1b>",
             b"\x1b[2 q",
             b"\x1b(0lqk\x1b(B",
             b"\x1b7\x1b8\x1bM",
             b"\x1b]0;my title\x07",
             b"\x1b]2;title\x1b\\",
             b"\x1b]8;;http://example.com\x1b\\link\x1b]8;;\x1b\\",
-            "ünïcødé ✓".as_bytes(),
+            "ünïcødé ✓ 𝄞".as_bytes(),
             b"\tbell\x07",
         ] {
             assert_eq!(
@@ -372,6 +465,19 @@ mod tests {
             // ENQ (answerback), and C1 controls written as UTF-8 (U+009B is CSI).
             (b"a\x05b", b"ab"),
             ("a\u{9b}6nb".as_bytes(), b"a6nb"),
+            // Raw C1 (an 8-bit terminal reads 0x9B as CSI, 0x90 as DCS, 0x9D as OSC) and
+            // invalid UTF-8 (overlong, surrogate, 0xFF, cut short).
+            (b"a\x9b6nb\x90$qm\x9c\x9d11;?\x07c", b"a6nb$qm11;?\x07c"),
+            (b"a\xc0\xafb\xed\xa0\x80c\xffd\xe2\x82", b"abcd"),
+            // Emulation and keyboard switches: VT52, Tektronix, 132 columns, keyboard lock.
+            (b"\x1b[?2l\x1b[?38h\x1b[?3h\x1b[2h\x1b[?1;2h", b""),
+            // Screen fill, encoding and 8-bit answer switches.
+            (b"\x1b#8\x1b%@\x1b G\x1b F", b""),
+            // Controls inside an allowed OSC.
+            (
+                b"\x1b]0;a\x9b6n\x07\x1b]2;a\xc2\x9b6n\x07\x1b]0;a\x05\x07",
+                b"",
+            ),
             // RIS.
             (b"\x1bc", b""),
         ] {
@@ -382,6 +488,21 @@ mod tests {
                 String::from_utf8_lossy(input)
             );
         }
+    }
+
+    #[test]
+    fn the_farewell_leaves_the_alternate_screen_only_when_the_command_stayed_on_it() {
+        let mut filter = Filter::new();
+        let mut out = Vec::new();
+        assert!(!filter.alternate_screen());
+        filter.push(b"\x1b[?1049h", &mut out);
+        assert!(filter.alternate_screen());
+        filter.push(b"\x1b[?1049l", &mut out);
+        assert!(!filter.alternate_screen());
+        filter.push(b"\x1b[?25;1049h", &mut out);
+        assert!(filter.alternate_screen());
+        assert!(farewell(true).ends_with(b"\x1b[?1049l"));
+        assert!(!farewell(false).windows(8).any(|w| w == b"\x1b[?1049l"));
     }
 
     #[test]

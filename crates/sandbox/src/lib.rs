@@ -27,7 +27,8 @@ mod wire;
 /// The user's terminal for `cordon exec -t` ([`Stdin::Terminal`]).
 pub mod terminal {
     pub use crate::sys::pty::{
-        SETTLE_WAIT, TerminalGuard, WindowSize, set_window_size, window_size,
+        SETTLE_WAIT, Signals, TerminalGuard, WindowSize, is_foreground, set_window_size,
+        window_size,
     };
 }
 

@@ -50,6 +50,8 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most bytes read from one output pipe per wake-up (a pipe holds 64 KiB by default, at most
 /// 1 MiB).
 const DRAIN_BUDGET: usize = 1 << 20;
+/// The same while the user's keys are relayed (see the exec loop).
+const RELAY_DRAIN_BUDGET: usize = 16 << 10;
 
 /// After a timeout has killed a command's tree, how long to wait for init to report the exit
 /// before the whole session is killed instead.
@@ -199,6 +201,13 @@ impl Session {
             let (err_read, err_write) = pipe()?;
             let stdin: OwnedFd = match &request.stdin {
                 Stdin::Null | Stdin::Terminal => null()?,
+                // A background job's terminal is not its to read (`SIGTTIN`): no input.
+                Stdin::Inherit
+                    if std::io::IsTerminal::is_terminal(&user_terminal)
+                        && !crate::terminal::is_foreground(user_terminal.as_fd()) =>
+                {
+                    null()?
+                }
                 Stdin::Inherit if std::io::IsTerminal::is_terminal(&user_terminal) => {
                     let (read, write) = pipe()?;
                     sys::fd::set_nonblocking(write.as_fd())
@@ -309,7 +318,14 @@ impl Session {
                     .min(i32::MAX as u128) as i32
             });
             sys::fd::poll(&mut polls, wait).map_err(|e| SandboxError::Lost { source: Some(e) })?;
-            drain(&mut open, &mut captures, &mut buf, limit, on_output);
+            // While relaying keys, output is taken in small pieces so that typing (`^]` three
+            // times included) is read between them even when the terminal is slow.
+            let budget = if relaying {
+                RELAY_DRAIN_BUDGET
+            } else {
+                DRAIN_BUDGET
+            };
+            drain(&mut open, &mut captures, &mut buf, limit, budget, on_output);
             if relaying {
                 let typed = input_poll.is_some_and(|i| polls[i].readable);
                 if pty.pump(typed, &mut buf) && stopped.is_none() && !killing {
@@ -393,7 +409,14 @@ impl Session {
         };
         // Whatever the command wrote before exiting is in the pipes now; take it without waiting
         // for background children that may hold the write ends.
-        drain(&mut open, &mut captures, &mut buf, limit, on_output);
+        drain(
+            &mut open,
+            &mut captures,
+            &mut buf,
+            limit,
+            DRAIN_BUDGET,
+            on_output,
+        );
         drop(feeder);
         let [stdout, stderr] = captures;
         // An OOM kill is reported only when the command itself died of SIGKILL and the group's
@@ -486,6 +509,7 @@ fn drain(
     captures: &mut [Capture; 2],
     buf: &mut [u8],
     limit: usize,
+    budget: usize,
     on_output: &mut dyn FnMut(Stream, &[u8]),
 ) {
     for (index, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
@@ -493,7 +517,7 @@ fn drain(
         // control socket nor keep the final drain (after the command exited) going forever.
         // Whatever the command itself wrote fits: it cannot have written more than a pipe holds
         // without us reading.
-        let mut budget = DRAIN_BUDGET;
+        let mut budget = budget;
         while let Some(fd) = open[index].as_ref().filter(|_| budget > 0) {
             match sys::fd::read(fd.as_fd(), buf) {
                 Ok(0) => open[index] = None,

@@ -158,6 +158,10 @@ pub fn run(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
 }
 
 fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
+    // Before any thread exists (the proxy's runtime): the signals that would end this process
+    // are received instead, so the command is stopped and the terminal restored first.
+    let signals = cordon_sandbox::terminal::Signals::block()
+        .map_err(|err| anyhow::anyhow!("cannot take over the interrupt signals: {err}"))?;
     // The session always has its own network namespace; the proxy inside it is the only way out.
     let mode = match (args.net.as_str(), args.egress.allow.is_empty()) {
         ("none", true) => None,
@@ -307,14 +311,28 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     // On a terminal the pty inside echoes, edits lines and turns keys into signals: the user's
     // terminal passes every key through until the command ends. Either way the terminal gets its
     // settings back when this function returns, after the farewell (see `Terminal`).
-    let guard = terminal.guard(args.tty)?;
+    let mut guard = terminal.guard(args.tty)?;
     request.timeout = timeout;
     // The output goes straight through; `cordon exec` keeps no capture.
     request.capture_limit = 0;
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
     let mut filters = terminal.filters();
     let mut filtered = Vec::new();
-    let outcome = session.exec(&request, &mut |stream, bytes| {
+    let mut interrupted = None;
+    let mut on_signal = |_: &Session| match signals.pending() {
+        Some(signal) => {
+            interrupted = Some(signal);
+            cordon_sandbox::Tick::Stop {
+                reason: format!("interrupted by signal {signal}"),
+            }
+        }
+        None => cordon_sandbox::Tick::Continue,
+    };
+    let watch = cordon_sandbox::Watch {
+        every: Duration::from_millis(100),
+        tick: &mut on_signal,
+    };
+    let outcome = session.exec_watched(&request, Some(watch), &mut |stream, bytes| {
         let index = usize::from(stream == Stream::Stderr);
         let bytes = match &mut filters[index] {
             Some(filter) => {
@@ -340,9 +358,24 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     // else runs in it (see `Session::close_for_exit`).
     session.close_for_exit();
     // Nothing of the session writes to the terminal any more: the farewell, then its settings.
-    match guard {
-        Some(guard) => drop(guard),
-        None => terminal.reset(),
+    let alternate = filters
+        .iter()
+        .flatten()
+        .any(cordon_protocol::terminal::Filter::alternate_screen);
+    let farewell = cordon_protocol::terminal::farewell(alternate);
+    match guard.as_mut() {
+        Some(guard) => {
+            guard.set_farewell(&[&farewell[..], cordon_protocol::terminal::STATUS_QUERY].concat());
+        }
+        None => terminal.reset(&farewell),
+    }
+    drop(guard);
+    if let Some(signal) = interrupted {
+        eprintln!(
+            "cordon: interrupted (signal {signal}); the command and everything it started were \
+             stopped"
+        );
+        return Ok(ExitCode::from(128 + signal.clamp(0, 127) as u8));
     }
     if let Some(proxy) = proxy {
         proxy.stop();
@@ -442,7 +475,7 @@ impl Terminal {
     /// the settings restored. Without a terminal on stdin there is nothing to save or read:
     /// [`Terminal::reset`] writes the resets alone.
     fn guard(&self, raw: bool) -> anyhow::Result<Option<cordon_sandbox::terminal::TerminalGuard>> {
-        use cordon_protocol::terminal::{RESET_MODES, STATUS_ANSWER, STATUS_QUERY};
+        use cordon_protocol::terminal::{STATUS_ANSWER, STATUS_QUERY, farewell};
         use std::os::fd::AsFd;
         let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
         let output = match (self.stdout, self.stderr) {
@@ -450,10 +483,12 @@ impl Terminal {
             (false, true) => stderr.as_fd(),
             (false, false) => return Ok(None),
         };
-        if !self.stdin {
+        // A background job (`cordon exec … &`) leaves the terminal's settings alone: changing
+        // them would stop it (`SIGTTOU`).
+        if !self.stdin || !cordon_sandbox::terminal::is_foreground(std::io::stdin().as_fd()) {
             return Ok(None);
         }
-        let farewell = [RESET_MODES, STATUS_QUERY].concat();
+        let farewell = [&farewell(false)[..], STATUS_QUERY].concat();
         let guard = cordon_sandbox::terminal::TerminalGuard::save(
             std::io::stdin().as_fd(),
             output,
@@ -471,15 +506,17 @@ impl Terminal {
 }
 
 impl Terminal {
-    /// The mode resets alone, for an output terminal when stdin is not one (no guard).
-    fn reset(&self) {
-        let bytes = cordon_protocol::terminal::RESET_MODES;
-        let _ = if self.stdout {
+    /// The farewell alone, for an output terminal when stdin is not one (no guard).
+    fn reset(&self, bytes: &[u8]) {
+        use std::os::fd::AsFd;
+        let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+        let foreground = |fd| cordon_sandbox::terminal::is_foreground(fd);
+        let _ = if self.stdout && foreground(stdout.as_fd()) {
             std::io::stdout()
                 .lock()
                 .write_all(bytes)
                 .and_then(|()| std::io::stdout().flush())
-        } else if self.stderr {
+        } else if self.stderr && foreground(stderr.as_fd()) {
             std::io::stderr().lock().write_all(bytes)
         } else {
             Ok(())

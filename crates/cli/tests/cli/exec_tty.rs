@@ -312,3 +312,75 @@ fn without_t_a_terminal_on_stdin_reaches_the_command_as_a_pipe() {
         ["stdin-is-a-pipe", "typed=hello"]
     );
 }
+
+#[test]
+fn a_signal_to_cordon_stops_the_command_and_exits_128_plus_its_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = cordon()
+        .args(["exec", "-w"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", "touch started; sleep 60; touch finished"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    lines_or_file(&dir.path().join("started"));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(143));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cordon: interrupted (signal 15)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The command was stopped, not left running.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!dir.path().join("finished").exists());
+}
+
+/// Waits (at most 20 s) until `file` exists.
+fn lines_or_file(file: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !file.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_background_exec_runs_to_its_end_without_touching_the_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canonical").join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let tmux = Tmux::start(
+        dir.path(),
+        100,
+        30,
+        "env PS1='READY> ' bash --norc --noprofile",
+    );
+    wait_for_last_line(&tmux, "READY>");
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "t",
+        &format!(
+            "{} exec -w {} -- sh -c 'sleep 1; echo done > out' & wait $!; echo \"rc=$?\" > {}",
+            quote(&cordon_bin()),
+            quote(&ws),
+            quote(&dir.path().join("rc"))
+        ),
+        "Enter",
+    ]);
+    // A job stopped by SIGTTOU/SIGTTIN would never end, and `wait` with it.
+    assert_eq!(lines(&dir.path().join("rc"), 1), ["rc=0"]);
+    assert_eq!(lines(&ws.join("out"), 1), ["done"]);
+}

@@ -94,8 +94,68 @@ pub struct TerminalGuard {
     answer: Vec<u8>,
 }
 
-/// The longest the guard waits for the terminal's answer to its farewell question.
-pub const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest the guard waits for the terminal's answer to its farewell question. Best effort:
+/// the filter keeps questions from reaching the terminal at all; this catches what the terminal
+/// sends on its own (mouse and focus reports the command turned on).
+pub const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether this process is in the foreground of the terminal `fd` (a background job must not
+/// read it or change its settings: the kernel would stop it with `SIGTTIN` / `SIGTTOU`).
+pub fn is_foreground(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: integer arguments only.
+    unsafe { libc::tcgetpgrp(fd.as_raw_fd()) == libc::getpgrp() }
+}
+
+/// The signals that would end `cordon exec` (`SIGINT`, `SIGTERM`, `SIGHUP`, `SIGQUIT`), blocked
+/// and received through a signalfd instead, so the command is stopped and the terminal restored
+/// before exiting with 128 + the signal. Threads started after [`Signals::block`] inherit the
+/// mask; make it first.
+pub struct Signals {
+    fd: OwnedFd,
+}
+
+impl Signals {
+    pub fn block() -> io::Result<Signals> {
+        // SAFETY: `set` is initialised by sigemptyset before use; all pointers are to stack
+        // values; the result of each call is checked.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+                libc::sigaddset(&mut set, signal);
+            }
+            check(libc::sigprocmask(
+                libc::SIG_BLOCK,
+                &set,
+                std::ptr::null_mut(),
+            ))?;
+            let fd = check(libc::signalfd(
+                -1,
+                &set,
+                libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
+            ))?;
+            Ok(Signals {
+                fd: OwnedFd::from_raw_fd(fd),
+            })
+        }
+    }
+
+    /// A signal received since the last call, if any (without waiting).
+    pub fn pending(&self) -> Option<i32> {
+        // SAFETY: `signalfd_siginfo` is plain data the kernel fills through the valid pointer.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: `info` is valid for writes of `size` bytes.
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                size,
+            )
+        };
+        (n == size as isize).then_some(info.ssi_signo as i32)
+    }
+}
 
 impl TerminalGuard {
     /// Saves the settings of the terminal `input` (this process's stdin); `output` is the
@@ -119,6 +179,11 @@ impl TerminalGuard {
             farewell: farewell.to_vec(),
             answer: answer.to_vec(),
         })
+    }
+
+    /// Replaces what is written when the guard is dropped (known only once the command ended).
+    pub fn set_farewell(&mut self, farewell: &[u8]) {
+        self.farewell = farewell.to_vec();
     }
 
     /// Puts the input terminal in raw mode (until the guard is dropped).
