@@ -78,8 +78,8 @@ fn open_dir(parent: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
     }
 }
 
-/// What `dir` holds below it, within `limits`.
-pub fn usage(dir: BorrowedFd<'_>, limits: &TreeLimits) -> Result<Usage, TreeError> {
+/// A listing of `dir` itself, from a descriptor of its own.
+fn listing(dir: BorrowedFd<'_>) -> Result<Dir, TreeError> {
     let top = rustix::fs::openat(
         dir,
         c".",
@@ -87,9 +87,15 @@ pub fn usage(dir: BorrowedFd<'_>, limits: &TreeLimits) -> Result<Usage, TreeErro
         Mode::empty(),
     )
     .map_err(io("open the cache directory"))?;
+    Dir::new(top).map_err(io("list the cache directory"))
+}
+
+/// What `dir` holds below it, within `limits`.
+pub fn usage(dir: BorrowedFd<'_>, limits: &TreeLimits) -> Result<Usage, TreeError> {
+    let top = listing(dir)?;
     let mut total = Usage::default();
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
-    let mut stack = vec![Dir::new(top).map_err(io("list the cache directory"))?];
+    let mut stack = vec![top];
     loop {
         let depth = stack.len();
         let Some(current) = stack.last_mut() else {
@@ -144,20 +150,11 @@ const OPEN_DIRS: usize = 32;
 /// its deeper part is renamed into `dir` (a fresh name, never replacing one) and emptied from
 /// there, so the descriptors held stay bounded whatever the depth.
 pub fn empty(dir: BorrowedFd<'_>) -> Result<u64, TreeError> {
-    let top = rustix::fs::openat(
-        dir,
-        c".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io("open the cache directory"))?;
+    let top = listing(dir)?;
     let mut removed = 0u64;
     let mut moved = 0u64;
     // Each level: the directory's listing and its name in the level above.
-    let mut stack: Vec<(Dir, CString)> = vec![(
-        Dir::new(top).map_err(io("list the cache directory"))?,
-        CString::default(),
-    )];
+    let mut stack: Vec<(Dir, CString)> = vec![(top, CString::default())];
     // Passes over the top that removed something; a pass that removes nothing ends the work.
     let mut top_progress = false;
     loop {

@@ -316,7 +316,7 @@ fn without_t_a_terminal_on_stdin_reaches_the_command_as_a_pipe() {
 #[test]
 fn a_signal_to_cordon_stops_the_command_and_exits_128_plus_its_number() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = cordon()
+    let child = cordon()
         .args(["exec", "-w"])
         .arg(dir.path())
         .args(["--", "sh", "-c", "touch started; sleep 60; touch finished"])

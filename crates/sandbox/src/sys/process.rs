@@ -110,11 +110,19 @@ pub(crate) fn unshare_cgroup_namespace() -> io::Result<()> {
 
 /// Blocks SIGCHLD and returns a signalfd that becomes readable when a child ends.
 pub(crate) fn child_signal_fd() -> io::Result<OwnedFd> {
+    blocked_signal_fd(&[libc::SIGCHLD])
+}
+
+/// Blocks `signals` for the calling thread (and the threads it starts later) and returns a
+/// non-blocking signalfd that receives them instead.
+pub(crate) fn blocked_signal_fd(signals: &[libc::c_int]) -> io::Result<OwnedFd> {
     // SAFETY: `set` is initialised by sigemptyset before use; all pointers are to stack values.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
+        for signal in signals {
+            libc::sigaddset(&mut set, *signal);
+        }
         check(libc::sigprocmask(
             libc::SIG_BLOCK,
             &set,

@@ -116,28 +116,13 @@ pub struct Signals {
 
 impl Signals {
     pub fn block() -> io::Result<Signals> {
-        // SAFETY: `set` is initialised by sigemptyset before use; all pointers are to stack
-        // values; the result of each call is checked.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-                libc::sigaddset(&mut set, signal);
-            }
-            check(libc::sigprocmask(
-                libc::SIG_BLOCK,
-                &set,
-                std::ptr::null_mut(),
-            ))?;
-            let fd = check(libc::signalfd(
-                -1,
-                &set,
-                libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
-            ))?;
-            Ok(Signals {
-                fd: OwnedFd::from_raw_fd(fd),
-            })
-        }
+        let fd = super::process::blocked_signal_fd(&[
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+        ])?;
+        Ok(Signals { fd })
     }
 
     /// A signal received since the last call, if any (without waiting).

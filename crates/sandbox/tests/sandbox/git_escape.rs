@@ -223,8 +223,9 @@ fn a_git_file_naming_a_missing_directory_inside_the_workspace_refuses_the_sessio
     assert_eq!(out, "wrote-workspace\n");
 }
 
-#[test]
-fn allowed_git_mutations_keep_a_linked_worktree_git_file_and_record_read_only() {
+/// A repository with a linked worktree in `.worktrees/feat` and every entry the top-level git
+/// directory must hold for `allow_git_mutations`; returns it and its git directory.
+fn worktree_repository() -> (tempfile::TempDir, std::path::PathBuf) {
     let ws = workspace();
     committed_repo(ws.path());
     git(ws.path(), &["worktree", "add", "-q", ".worktrees/feat"]);
@@ -236,6 +237,12 @@ fn allowed_git_mutations_keep_a_linked_worktree_git_file_and_record_read_only() 
         std::fs::write(git_dir.join(file), "").expect("write");
     }
     std::fs::write(git_dir.join("commondir"), ".\n").expect("commondir");
+    (ws, git_dir)
+}
+
+#[test]
+fn allowed_git_mutations_keep_a_linked_worktree_git_file_and_record_read_only() {
+    let (ws, git_dir) = worktree_repository();
     let record = git_dir.join("worktrees/feat/commondir");
     let record_before = std::fs::read(&record).expect("the worktree's commondir");
     let mut config = config(ws.path());
@@ -431,17 +438,7 @@ fn a_linked_worktree_recorded_with_relative_paths_keeps_its_git_file() {
 fn allowed_git_mutations_refuse_a_worktree_without_the_config_git_would_read() {
     // Review of 2026-12-02, finding 2: with `extensions.worktreeConfig` on, a `config.worktree`
     // created in a worktree's administrative directory is read by git in that worktree.
-    let ws = workspace();
-    committed_repo(ws.path());
-    git(ws.path(), &["worktree", "add", "-q", ".worktrees/feat"]);
-    let git_dir = ws.path().join(".git");
-    for dir in ["info", "hooks", "objects/info"] {
-        std::fs::create_dir_all(git_dir.join(dir)).expect("mkdir");
-    }
-    for file in ["config.worktree", "objects/info/alternates"] {
-        std::fs::write(git_dir.join(file), "").expect("write");
-    }
-    std::fs::write(git_dir.join("commondir"), ".\n").expect("commondir");
+    let (ws, git_dir) = worktree_repository();
     git(ws.path(), &["config", "extensions.worktreeConfig", "true"]);
     let allow = || {
         let mut config = config(ws.path());

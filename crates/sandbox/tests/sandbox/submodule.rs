@@ -2,7 +2,7 @@
 //! names are as read-only as the top-level git directory, so a step cannot plant a
 //! `core.fsmonitor` that the user's next `git status` on the host would run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cordon_sandbox::{SandboxError, Session};
 
@@ -165,17 +165,25 @@ fn allowed_git_mutations_protect_a_submodule_git_directory_like_the_top_level_on
     );
 }
 
-#[test]
-fn allowed_git_mutations_keep_a_deinitialised_submodule_git_directory_configuration_read_only() {
-    // `git submodule deinit` leaves the module's git directory in `.git/modules/lib/sub`; no
-    // gitlink leads to it any more, yet `git submodule update --init` on the host would adopt it,
-    // config and all.
-    let (ws, _upstream) = workspace_with_submodules();
+/// The submodule workspace with every protected entry the mounted git directories need, and
+/// `lib/sub` deinitialised: its git directory stays in `.git/modules/lib/sub` (returned).
+fn deinitialised() -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+    let (ws, upstream) = workspace_with_submodules();
     let root = ws.path();
     add_protected_entries(&root.join(".git"));
     add_protected_entries(&root.join("vendor/emb/.git"));
     git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
     let module = root.join(".git/modules/lib/sub");
+    (ws, upstream, module)
+}
+
+#[test]
+fn allowed_git_mutations_keep_a_deinitialised_submodule_git_directory_configuration_read_only() {
+    // `git submodule deinit` leaves the module's git directory in `.git/modules/lib/sub`; no
+    // gitlink leads to it any more, yet `git submodule update --init` on the host would adopt it,
+    // config and all.
+    let (ws, _upstream, module) = deinitialised();
+    let root = ws.path();
     // Without a `commondir` to keep read-only the session is refused (see the next test); one
     // naming the directory itself changes nothing for git.
     std::fs::write(module.join("commondir"), ".\n").expect("commondir");
@@ -204,12 +212,8 @@ fn allowed_git_mutations_keep_a_module_configuration_read_only_after_its_head_is
     // directory is writable), so that it no longer looks like a git directory; session 2 then
     // plants `core.fsmonitor` in its `config`, which `git submodule update` on the host would
     // adopt once `HEAD` is back.
-    let (ws, _upstream) = workspace_with_submodules();
+    let (ws, _upstream, module) = deinitialised();
     let root = ws.path();
-    add_protected_entries(&root.join(".git"));
-    add_protected_entries(&root.join("vendor/emb/.git"));
-    git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
-    let module = root.join(".git/modules/lib/sub");
     std::fs::write(module.join("commondir"), ".\n").expect("commondir");
     let config_before = std::fs::read(module.join("config")).expect("the module config");
     let mutations = || {
@@ -245,12 +249,8 @@ fn allowed_git_mutations_keep_a_module_configuration_read_only_after_its_head_is
 fn allowed_git_mutations_refuse_a_deinitialised_module_without_a_commondir_to_keep() {
     // Review of 2026-12-02, finding 2: a `commondir` created in a deinitialised module's git
     // directory is followed by `git submodule update --init` on the host.
-    let (ws, _upstream) = workspace_with_submodules();
+    let (ws, _upstream, module) = deinitialised();
     let root = ws.path();
-    add_protected_entries(&root.join(".git"));
-    add_protected_entries(&root.join("vendor/emb/.git"));
-    git(root, &["submodule", "deinit", "-q", "-f", "lib/sub"]);
-    let module = root.join(".git/modules/lib/sub");
     match Session::open(allowing_git_mutations(root)) {
         Err(cordon_sandbox::SandboxError::GitMutations { path, problem }) => {
             assert!(path.ends_with("modules/lib/sub/commondir"), "{path:?}");
