@@ -64,6 +64,9 @@ pub struct RunState {
     pub position: Position,
     pub outcome: Option<Outcome>,
     pub reason: Option<String>,
+    /// The signal that interrupted the process holding the run, since it last started or
+    /// resumed (`run.interrupted`).
+    pub interrupted: Option<i32>,
     /// The retry target when the run ended because its attempt budget ran out.
     pub exhausted: Option<StepName>,
     pub steps: BTreeMap<StepName, StepStatus>,
@@ -94,6 +97,7 @@ impl Default for RunState {
             position: Position::NotStarted,
             outcome: None,
             reason: None,
+            interrupted: None,
             exhausted: None,
             steps: BTreeMap::new(),
             finished: BTreeSet::new(),
@@ -147,6 +151,7 @@ impl RunState {
             } => {
                 self.attempt = *attempt;
                 self.max_attempts = *max_attempts;
+                self.interrupted = None;
                 // A run that ran out of attempts continues with a larger budget.
                 if let Some(target) = self.exhausted.clone()
                     && *max_attempts > attempt.get()
@@ -157,6 +162,7 @@ impl RunState {
                     self.position = Position::RetryDue { step: target };
                 }
             }
+            Event::RunInterrupted { signal } => self.interrupted = Some(*signal),
             Event::RunFinished { outcome, reason } => {
                 if let (Outcome::Failure, Position::RetryDue { step }) = (outcome, &self.position) {
                     self.exhausted = Some(step.clone());

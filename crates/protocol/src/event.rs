@@ -86,6 +86,10 @@ pub enum Event {
     /// A process took the run over again; `max_attempts` is the budget from now on.
     #[serde(rename = "run.resumed")]
     RunResumed { attempt: Attempt, max_attempts: u32 },
+    /// The process holding the run was interrupted (`SIGINT`, `SIGTERM`) and exited at once;
+    /// the run is resumable.
+    #[serde(rename = "run.interrupted")]
+    RunInterrupted { signal: i32 },
     #[serde(rename = "run.finished")]
     RunFinished { outcome: Outcome, reason: String },
     /// Durable before the attempt's first side effect.
@@ -210,6 +214,7 @@ impl Event {
         match self {
             Event::RunStarted { .. } => "run.started",
             Event::RunResumed { .. } => "run.resumed",
+            Event::RunInterrupted { .. } => "run.interrupted",
             Event::RunFinished { .. } => "run.finished",
             Event::StepStarted { .. } => "step.started",
             Event::StepOutput { .. } => "step.output",
@@ -245,6 +250,7 @@ impl Event {
         match self {
             Event::RunStarted { .. }
             | Event::RunResumed { .. }
+            | Event::RunInterrupted { .. }
             | Event::RunFinished { .. }
             | Event::StepStarted { .. }
             | Event::StepFinished { .. }

@@ -411,6 +411,7 @@ impl RunView {
             | Event::ArtifactWritten { .. }
             | Event::CommitCreated { .. }
             | Event::ResourcesWarning { .. }
+            | Event::RunInterrupted { .. }
             | Event::Error { .. } => {}
         }
     }

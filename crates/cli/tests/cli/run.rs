@@ -459,6 +459,14 @@ fn sigint_and_sigterm_exit_130_and_143_leaving_the_run_resumable() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
         assert!(listing.contains("interrupted"), "{listing}");
+        // The interruption is in the log, with its signal (2 or 15).
+        let logs = f
+            .cordon(&["logs", &id, "--json", "--type", "run.interrupted"])
+            .output()
+            .expect("logs");
+        let line = String::from_utf8_lossy(&logs.stdout).into_owned();
+        let event: serde_json::Value = serde_json::from_str(line.trim()).expect("one event");
+        assert_eq!(event["data"]["signal"], expected - 128, "SIG{name}: {line}");
         let (mut resumed, resumed_id, _resumed_stderr) = f.spawn(&["run", "--resume", &id]);
         assert_eq!(resumed_id, id, "line 1 on resume too");
         open_gate(&f);

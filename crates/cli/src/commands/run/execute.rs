@@ -9,8 +9,8 @@ use cordon_engine::run::{self, Drive, Prepared, Request, RunError, Start};
 use cordon_engine::{Control, Ending, ErrorClass};
 use cordon_protocol::event::Outcome;
 use cordon_protocol::text::escape_text;
-use cordon_protocol::{Record, RunId};
-use cordon_store::{StateDir, StateDirSource};
+use cordon_protocol::{Event, Record, RunId};
+use cordon_store::{StateDir, StateDirSource, Store};
 
 use super::Args;
 use crate::commands::ui;
@@ -116,7 +116,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         // `run.started` / `run.resumed` is durable: signals from now on leave a resumable run,
         // and the id can be printed (after the handler is in place, so whoever reads it may
         // signal).
-        exit_on_signals(run);
+        exit_on_signals(run, state_dir);
         eprintln!("run {run}");
         if let Some(url) = &url {
             eprintln!("ui {url}");
@@ -169,10 +169,12 @@ fn serve_page(
         })
 }
 
-/// SIGINT → 130, SIGTERM → 143. The process exits at once: every event that matters is already
-/// durable, the lock dies with the process, and the session's init dies with it (its parent
-/// death signal), so the run is exactly as resumable as after `kill -9`.
-fn exit_on_signals(run: RunId) {
+/// SIGINT → 130, SIGTERM → 143, after `run.interrupted{signal}` is appended (through a store
+/// connection of its own, durable: a boundary event). The process exits at once: every event that
+/// matters is already durable, the lock dies with the process, and the session's init dies with
+/// it (its parent death signal), so the run is exactly as resumable as after `kill -9`.
+fn exit_on_signals(run: RunId, state_dir: &StateDir) {
+    let state_dir = state_dir.clone();
     let Ok(mut signals) = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
@@ -181,6 +183,9 @@ fn exit_on_signals(run: RunId) {
     };
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
+            if let Ok(store) = Store::open(&state_dir) {
+                let _ = store.append(run, None, &Event::RunInterrupted { signal });
+            }
             eprintln!("cordon: interrupted; continue with `cordon run --resume {run}`");
             std::process::exit(128 + signal);
         }
