@@ -345,9 +345,22 @@ fn notice(view: &RunView, record: &Record) -> Option<String> {
             files_omitted,
         } => {
             let count = files.len() as u64 + files_omitted.unwrap_or(0);
+            // The files themselves, the first few: what a commit took in (untracked files that
+            // are not ignored included) is seen without opening the log.
+            const SHOWN: usize = 5;
+            let mut list = files
+                .iter()
+                .take(SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if count > SHOWN as u64 {
+                list.push_str(&format!(", and {} more", count - SHOWN as u64));
+            }
             Some(format!(
-                "{step:<width$}  committed {sha} ({count} file{})",
-                if count == 1 { "" } else { "s" }
+                "{step:<width$}  committed {sha} ({count} file{}{}{list})",
+                if count == 1 { "" } else { "s" },
+                if list.is_empty() { "" } else { ": " }
             ))
         }
         Event::EgressDropped { count } => Some(format!(

@@ -303,6 +303,12 @@ impl Plan<'_> {
                     "runs",
                     "on the host, outside any sandbox; never pushes".to_owned(),
                 );
+                push(
+                    "commits",
+                    "every change in the workspace, untracked files that are not ignored \
+                     included (the run's tooling and masked paths never)"
+                        .to_owned(),
+                );
             }
         }
         push("on pass", format!("→ {}", step.on_pass));

@@ -274,6 +274,11 @@ fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
             files: vec!["src/lib.rs".into()],
             files_omitted: None,
         },
+        Event::CommitCreated {
+            sha: "def456".into(),
+            files: (1..=6).map(|n| format!("f{n}.py")).collect(),
+            files_omitted: Some(994),
+        },
         Event::ResourcesWarning {
             message: "the workspace filesystem is 90% full".into(),
         },
@@ -291,7 +296,8 @@ fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
     insta::assert_snapshot!(notices.join("\n"), @r"
     test  setup ran (exit 0)
     test  setup up to date
-    test  committed abc123 (1 file)
+    test  committed abc123 (1 file: src/lib.rs)
+    test  committed def456 (1000 files: f1.py, f2.py, f3.py, f4.py, f5.py, and 995 more)
     test  warning: the workspace filesystem is 90% full
     cordon: the diff could not be taken
     ");
