@@ -2,8 +2,9 @@
 //! attempt, elapsed time, a spinner while it runs, and the resource gauges of its latest sample —
 //! `mem 120 MiB/512 MiB · disk 42%`), redrawn in place; otherwise — stderr not a
 //! terminal, or `NO_COLOR` set — plain lines as steps start and finish. Notices (setup hooks,
-//! commits, resource warnings, errors) print as lines in both modes, and a summary table follows at the end. With
-//! `--json` it prints nothing (the events go to stdout instead).
+//! commits, resource warnings, errors) print as lines in both modes, and so do, unless `--quiet`,
+//! the last 20 lines of a failed step's output and one line per agent tool call; a summary table
+//! follows at the end. With `--json` it prints nothing (the events go to stdout instead).
 //!
 //! The state is `cordon_web::RunView`, the same fold the run page reads.
 
@@ -11,6 +12,7 @@ use std::io::{IsTerminal as _, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use cordon_protocol::event::Verdict;
 use cordon_protocol::text::escape_line;
 use cordon_protocol::{Event, Record, RunId};
 use cordon_web::{Graph, ResourceSample, RunView, StepStatus, StepView};
@@ -54,7 +56,18 @@ struct Inner {
     done: bool,
     /// The sessions' memory cap (`isolation.memory`), shown beside the memory gauge.
     memory_cap: Option<u64>,
+    /// Failure tails and tool-call lines shown (not with `--quiet`).
+    detail: bool,
+    /// Tool calls waiting for their result: id → (tool, its arguments in one line, when).
+    calls: std::collections::HashMap<String, (String, String, u64)>,
 }
+
+/// Lines of a failed command step's output shown under its line.
+const TAIL_LINES: usize = 20;
+/// Characters of a tool call's arguments shown on its line.
+const ARGUMENT_CHARS: usize = 60;
+/// Tool calls remembered while waiting for their results (a model may issue many at once).
+const PENDING_CALLS: usize = 256;
 
 /// The progress view of one run. On resume, fold the earlier events in with
 /// [`Progress::catch_up`]; call [`Progress::show`] once the `run` (and `ui`) lines are printed;
@@ -77,6 +90,8 @@ impl Progress {
             visible: false,
             done: false,
             memory_cap: None,
+            detail: true,
+            calls: std::collections::HashMap::new(),
         }));
         if mode == Mode::Live {
             let ticker = Arc::clone(&inner);
@@ -96,6 +111,12 @@ impl Progress {
                 });
         }
         Progress { mode, inner }
+    }
+
+    /// With `quiet`, only step lines, notices and the summary: no failure tails, no tool calls.
+    pub fn set_quiet(&self, quiet: bool) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.detail = !quiet;
     }
 
     /// Shows `cap` beside the memory gauge (the pipeline's `isolation.memory`).
@@ -127,18 +148,29 @@ impl Progress {
         if !inner.visible {
             return;
         }
+        let details = if inner.detail && self.mode != Mode::Quiet {
+            details(&mut inner, record)
+        } else {
+            Vec::new()
+        };
         match self.mode {
             Mode::Quiet => {}
             Mode::Live => {
-                if let Some(line) = notice(&inner.view, record) {
-                    // Above the live block: clear it, print the line, draw it again below.
+                let lines: Vec<String> = notice(&inner.view, record)
+                    .into_iter()
+                    .chain(details)
+                    .collect();
+                if !lines.is_empty() {
+                    // Above the live block: clear it, print the lines, draw it again below.
                     let mut err = std::io::stderr().lock();
                     if inner.drawn > 0 {
                         let _ = write!(err, "\x1b[{}A\r\x1b[J", inner.drawn);
                         inner.drawn = 0;
                     }
-                    // A notice carries text the sandbox made (reasons, messages): escaped.
-                    let _ = writeln!(err, "{}", escape_line(&line));
+                    // They carry text the sandbox made (reasons, output, arguments): escaped.
+                    for line in lines {
+                        let _ = writeln!(err, "{}", escape_line(&line));
+                    }
                 }
                 redraw(&mut inner);
             }
@@ -146,10 +178,11 @@ impl Progress {
                 // A closed stderr (`cordon run … 2>&1 | head`) must not stop the run: write,
                 // never panic.
                 let line = plain_line(&inner.view, record).or_else(|| notice(&inner.view, record));
-                // Plain lines hold no escape sequence of cordon's own: the whole line is escaped,
-                // so nothing a step wrote reaches the terminal as a control character.
-                if let Some(line) = line {
-                    let _ = writeln!(std::io::stderr().lock(), "{}", escape_line(&line));
+                // Plain lines hold no escape sequence of cordon's own: each line is escaped, so
+                // nothing a step wrote reaches the terminal as a control character.
+                let mut err = std::io::stderr().lock();
+                for line in line.into_iter().chain(details) {
+                    let _ = writeln!(err, "{}", escape_line(&line));
                 }
             }
         }
@@ -327,6 +360,87 @@ fn failure(step: &StepView) -> Option<String> {
         (None, Some(code)) if code != 0 => Some(format!("exit {code}")),
         _ => None,
     }
+}
+
+/// The lines under a step's own (DESIGN §12): the last [`TAIL_LINES`] of a failed step's
+/// output, and one line per finished tool call of an agent step
+/// (`  bash  pytest -q  → exit 1  0.8s`). Unescaped: the caller escapes each line.
+fn details(inner: &mut Inner, record: &Record) -> Vec<String> {
+    match &record.event {
+        Event::ToolCall {
+            id,
+            name,
+            arguments,
+        } => {
+            if inner.calls.len() >= PENDING_CALLS {
+                inner.calls.clear();
+            }
+            let shown = argument_line(arguments);
+            inner
+                .calls
+                .insert(id.clone(), (name.clone(), shown, record.ts.unix_millis()));
+            Vec::new()
+        }
+        Event::ToolResult { id, ok, output, .. } => {
+            let Some((name, arguments, started)) = inner.calls.remove(id) else {
+                return Vec::new();
+            };
+            let result = match exit_code(output) {
+                Some(code) => format!("exit {code}"),
+                None if *ok => "ok".to_owned(),
+                None => "failed".to_owned(),
+            };
+            let took = duration(record.ts.unix_millis().saturating_sub(started));
+            vec![format!("  {name}  {arguments}  → {result}  {took}")]
+        }
+        Event::StepFinished {
+            verdict: Verdict::Fail,
+            ..
+        } => {
+            let Some(step) = record
+                .step
+                .as_ref()
+                .and_then(|name| inner.view.steps().iter().find(|s| &s.name == name))
+            else {
+                return Vec::new();
+            };
+            let text = step.console.text();
+            let lines: Vec<&str> = text.lines().collect();
+            let start = lines.len().saturating_sub(TAIL_LINES);
+            let mut out = Vec::new();
+            if start > 0 || step.console.omitted() > 0 {
+                out.push(format!(
+                    "    … ({} earlier lines: `cordon logs --step {}`)",
+                    start as u64 + step.console.omitted(),
+                    step.name.as_str()
+                ));
+            }
+            out.extend(lines[start..].iter().map(|line| format!("    {line}")));
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A tool call's arguments on one line, cut to [`ARGUMENT_CHARS`]: the command of `bash`, the
+/// path of a file tool, else the arguments as compact JSON.
+fn argument_line(arguments: &serde_json::Value) -> String {
+    let text = ["command", "path"]
+        .iter()
+        .find_map(|key| arguments.get(key).and_then(serde_json::Value::as_str))
+        .map_or_else(|| arguments.to_string(), str::to_owned);
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(ARGUMENT_CHARS) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+/// The exit status a `bash` tool result reports (`[exit code N]`).
+fn exit_code(output: &str) -> Option<i32> {
+    let start = output.rfind("[exit code ")? + "[exit code ".len();
+    let end = output[start..].find(']')? + start;
+    output[start..end].trim().parse().ok()
 }
 
 /// A line for what happens besides steps starting and finishing: setup hooks, commits, resource

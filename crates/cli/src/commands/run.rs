@@ -42,6 +42,10 @@ pub struct Args {
     /// Print the run's events as JSON lines on stdout
     #[arg(long)]
     json: bool,
+    /// Show only step lines, notices and the summary: no output tail under a failed step, no
+    /// line per agent tool call
+    #[arg(long)]
+    quiet: bool,
     /// Serve no live page for the run
     #[arg(long, conflicts_with = "ui")]
     no_ui: bool,

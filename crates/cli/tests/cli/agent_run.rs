@@ -439,3 +439,28 @@ fn prompt_files_are_read_without_following_a_link_and_a_missing_pipeline_names_t
         stderr(&out)
     );
 }
+
+#[test]
+fn an_agent_step_shows_one_line_per_tool_call_with_its_result() {
+    let (url, _seen) = openai_server(vec![
+        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"echo hi; exit 3\"}"}}
+        ]}}]}),
+        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": "done"}}]}),
+    ]);
+    let f = agent_fixture(
+        &format!("{{provider: openai, model: m, base_url: '{url}', api_key_env: CORDON_E2E_KEY}}"),
+        &[],
+    );
+    let out = f
+        .cordon(&["run", "--no-ui"])
+        .env("CORDON_E2E_KEY", "sk-test")
+        .output()
+        .expect("cordon run");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("\n  bash  echo hi; exit 3  → exit 3  "),
+        "{err}"
+    );
+}

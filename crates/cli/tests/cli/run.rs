@@ -737,3 +737,27 @@ fn an_env_pass_naming_a_secrets_key_refuses_the_run_before_anything_runs() {
     let out = run("");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn a_failed_step_shows_the_end_of_its_output_unless_quiet() {
+    let f = Fixture::new(
+        "name: tails\nsteps:\n  - name: test\n    command: [sh, -c, 'for i in $(seq 30); do echo line $i; done; printf \"\\033]0;x\\007 boom\\n\" >&2; exit 1']\n",
+    );
+    let out = f.run(&["--no-ui"]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), Some(1), "{err}");
+    assert!(err.contains("\ntest  failed   attempt 1"), "{err}");
+    assert!(
+        err.contains("    … (11 earlier lines: `cordon logs --step test`)\n    line 12\n"),
+        "{err}"
+    );
+    assert!(err.contains("    line 30\n"), "{err}");
+    // What the step printed is escaped: its title sequence is shown, not sent.
+    assert!(err.contains("    \\e]0;x\\x07 boom\n"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err}");
+    // The control: with --quiet the step line stays and the tail goes.
+    let out = f.run(&["--no-ui", "--quiet"]);
+    let err = stderr(&out);
+    assert!(err.contains("\ntest  failed   attempt 1"), "{err}");
+    assert!(!err.contains("line 30"), "{err}");
+}

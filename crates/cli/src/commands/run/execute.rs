@@ -97,6 +97,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         Mode::detect(args.json),
     );
     progress.set_memory_cap(ready.pipeline.isolation.memory.map(|m| m.bytes()));
+    progress.set_quiet(args.quiet);
     if ready.resumed() {
         progress.catch_up(&ready.records()?);
     }
