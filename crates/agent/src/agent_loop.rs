@@ -95,6 +95,7 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
         temperature: spec.temperature,
     };
     let mut ids = HashSet::new();
+    let mut repeats = Repeats::default();
     let max = spec.max_iterations.get();
     for iteration in 1..=max {
         if let Some(reason) = out_of_time(deadline, spec.timeout) {
@@ -146,7 +147,11 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
         };
         for call in calls {
             let output = answer(&mut toolbox, &call, &mut cx, &spec.limits)?;
+            let stuck = repeats.see(&call, &output);
             request.messages.push(output);
+            if let Some(reason) = stuck {
+                return Ok(AgentOutcome::Failed { reason });
+            }
         }
     }
     Ok(AgentOutcome::Failed {
@@ -155,6 +160,44 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
              `max_iterations` or narrow the task"
         ),
     })
+}
+
+/// How many identical calls in a row (the same tool, arguments and result) end an attempt as
+/// stuck (DESIGN §12).
+const STUCK_AFTER: u32 = 3;
+
+/// The last call and how many times in a row it was made with the same result.
+#[derive(Default)]
+struct Repeats {
+    last: Option<(String, String, String)>,
+    count: u32,
+}
+
+impl Repeats {
+    /// Notes `call` and its `result`; the reason to stop when it is the [`STUCK_AFTER`]th
+    /// identical one in a row — the call and its result in it, for the next attempt's feedback.
+    fn see(&mut self, call: &ToolCall, result: &Message) -> Option<String> {
+        let output = match result {
+            Message::Tool { output, .. } => output.clone(),
+            _ => String::new(),
+        };
+        let key = (call.name.clone(), call.arguments_json().to_string(), output);
+        if self.last.as_ref() == Some(&key) {
+            self.count += 1;
+        } else {
+            self.last = Some(key);
+            self.count = 1;
+        }
+        if self.count < STUCK_AFTER {
+            return None;
+        }
+        let (name, arguments, output) = self.last.as_ref()?;
+        let shown: String = output.chars().take(2000).collect();
+        Some(format!(
+            "stuck: the same {name} call {STUCK_AFTER} times in a row\n\nThe call, each time: \
+             {name} {arguments}\nIts result, each time:\n{shown}\nTry something else."
+        ))
+    }
 }
 
 /// Runs one call and records its `tool.call` / `tool.result` pair; the result goes back to the

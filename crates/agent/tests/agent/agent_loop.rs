@@ -326,3 +326,52 @@ fn each_attempt_starts_a_fresh_conversation_with_only_the_task() {
     }
     assert_eq!(spy.0, [1, 1]);
 }
+
+#[test]
+fn the_same_call_with_the_same_result_three_times_in_a_row_ends_the_attempt_as_stuck() {
+    let mut provider = replay(&[
+        bash("echo same"),
+        bash("echo same"),
+        bash("echo same"),
+        bash("echo same"),
+        json!({"text": "never reached"}),
+    ]);
+    let mut host = LocalHost::new();
+    let mut journal = Memory::default();
+    let outcome = run(&spec(&host, 10), &mut provider, &mut host, &mut journal);
+    let AgentOutcome::Failed { reason } = outcome else {
+        panic!("the attempt must fail: {outcome:?}");
+    };
+    assert!(
+        reason.starts_with("stuck: the same bash call 3 times in a row\n"),
+        "{reason}"
+    );
+    // The repeats reach the next attempt's feedback: the call and its result.
+    assert!(
+        reason.contains("echo same") && reason.contains("same\n"),
+        "{reason}"
+    );
+    let requests = journal
+        .kinds()
+        .iter()
+        .filter(|k| **k == "llm.request")
+        .count();
+    assert_eq!(requests, 3, "no model call after the third repeat");
+
+    // The control: the same call whose result changes each time is not stuck.
+    let mut provider = replay(&[
+        bash("echo x >> count; wc -l < count"),
+        bash("echo x >> count; wc -l < count"),
+        bash("echo x >> count; wc -l < count"),
+        json!({"text": "done"}),
+    ]);
+    let mut host = LocalHost::new();
+    let mut journal = Memory::default();
+    let outcome = run(&spec(&host, 10), &mut provider, &mut host, &mut journal);
+    assert_eq!(
+        outcome,
+        AgentOutcome::Finished {
+            text: "done".to_owned()
+        }
+    );
+}
