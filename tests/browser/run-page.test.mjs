@@ -134,10 +134,12 @@ try {
   // What the page's own fold of the live events shows equals the server's fold on a reload.
   const nodes = () => page.locator('[data-step]').evaluateAll((all) => all.map((n) => [n.dataset.step, n.dataset.status, n.dataset.attempts]));
   const consoles = () => page.locator('[data-console] pre').allInnerTexts();
-  const live = [await nodes(), await consoles()];
+  const tokens = () => page.locator('[data-tokens]').innerText();
+  const live = [await nodes(), await consoles(), await tokens()];
   await page.reload();
   await page.waitForSelector('#run-status[data-status="success"]');
-  assert.deepEqual([await nodes(), await consoles()], live);
+  assert.deepEqual([await nodes(), await consoles(), await tokens()], live);
+  assert.equal(live[2], '0', 'a run of commands used no model tokens');
   assert.deepEqual(live[0], [['build', 'passed', '2'], ['test', 'passed', '2'], ['review', 'passed', '1']]);
   await page.waitForTimeout(300); // the picture only: let the last frame paint
   mkdirSync(join(target, 'browser'), { recursive: true });
@@ -169,6 +171,12 @@ try {
   await expectNode(page, 'test', 'passed', 2);
   await page.waitForSelector('#run-status[data-status="success"]');
   assert.match(await page.locator('#outcome').innerText(), /success\s*test passed/);
+  // The header's tokens follow the live `llm.response` (the test step's lane call), and the
+  // server's fold agrees after a reload.
+  assert.equal(await page.locator('[data-tokens]').innerText(), '150');
+  await page.reload();
+  await page.waitForSelector('#run-status[data-status="success"]');
+  assert.equal(await page.locator('[data-tokens]').innerText(), '150');
   // Graph edges: the taken retry back-edge is drawn dashed.
   assert.equal(await page.locator('path.edge.retry.taken[data-from="test"][data-to="build"]').count(), 1);
   // Egress table: the allowed and the denied destination with its reason.

@@ -495,10 +495,16 @@ fn first_line(text: &str) -> &str {
 /// The table printed when the run ends (or stops).
 fn summary(view: &RunView, now: u64) -> String {
     let width = name_width(view);
+    // Tokens only when a model was called: a pipeline of commands keeps its narrow table.
+    let tokens = view.tokens_in + view.tokens_out > 0;
     let mut out = format!(
-        "{:<width$}  {:<7}  {:>6}  {:>7}  {:>7}\n",
+        "{:<width$}  {:<7}  {:>6}  {:>7}  {:>7}",
         "step", "status", "starts", "attempt", "time"
     );
+    if tokens {
+        out.push_str(&format!("  {:>8}", "tokens"));
+    }
+    out.push('\n');
     for step in view.steps() {
         let status = step.status(view.held);
         let attempt = step
@@ -508,11 +514,21 @@ fn summary(view: &RunView, now: u64) -> String {
             .filter(|_| status != StepStatus::Pending)
             .map_or_else(|| "-".to_owned(), duration);
         out.push_str(&format!(
-            "{:<width$}  {:<7}  {:>6}  {attempt:>7}  {time:>7}\n",
+            "{:<width$}  {:<7}  {:>6}  {attempt:>7}  {time:>7}",
             step.name.as_str(),
             status.as_str(),
             step.attempts
         ));
+        if tokens {
+            let used = step.tokens_in + step.tokens_out;
+            let shown = if used == 0 {
+                "-".to_owned()
+            } else {
+                count(used)
+            };
+            out.push_str(&format!("  {shown:>8}"));
+        }
+        out.push('\n');
     }
     let total = match (view.started, view.finished) {
         (Some(start), Some(end)) => format!(
@@ -528,10 +544,33 @@ fn summary(view: &RunView, now: u64) -> String {
         (Some(outcome), None) => outcome.as_str().to_owned(),
         (None, _) => format!("stopped; continue with `cordon run --resume {}`", view.id),
     };
+    let used = if tokens {
+        format!(
+            ", {} tokens: {} in, {} out",
+            count(view.tokens_in + view.tokens_out),
+            count(view.tokens_in),
+            count(view.tokens_out)
+        )
+    } else {
+        String::new()
+    };
     out.push_str(&format!(
-        "run {} {ending} (attempt {}{total})\n",
+        "run {} {ending} (attempt {}{total}{used})\n",
         view.id, view.attempt
     ));
+    out
+}
+
+/// `812`, `12,345`, `1,234,567`.
+fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
     out
 }
 

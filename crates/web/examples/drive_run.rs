@@ -10,7 +10,7 @@
 use std::io::BufRead as _;
 use std::path::PathBuf;
 
-use cordon_protocol::event::{AuditRecord, Outcome, OutputStream, Timestamp, Verdict};
+use cordon_protocol::event::{AuditRecord, LlmSource, Outcome, OutputStream, Timestamp, Verdict};
 use cordon_protocol::{Attempt, Event, RunId, StepName};
 use cordon_store::{RunRow, StateDir, Store, new_run_id};
 
@@ -148,6 +148,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 out(
                     "test",
                     "running 3 tests\ntest adds ... \u{1b}[32mok\u{1b}[0m\ntest divides ... \u{1b}[32mok\u{1b}[0m\ntest result: \u{1b}[32mok\u{1b}[0m. 3 passed\n",
+                )?;
+                // The test step asked the model through its lane once: 150 tokens for the run.
+                append(
+                    "test",
+                    Event::LlmResponse {
+                        model: "m".into(),
+                        input_tokens: 100,
+                        output_tokens: 50,
+                        latency_ms: 5,
+                        source: LlmSource::Lane,
+                    },
                 )?;
                 finish("test", two, Verdict::Pass, None)?;
                 route("test", "success", false)?;

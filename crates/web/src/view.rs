@@ -77,6 +77,9 @@ pub struct StepView {
     /// from the JSON until there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceSample>,
+    /// Model tokens of every attempt (`llm.response`), input and output.
+    pub tokens_in: u64,
+    pub tokens_out: u64,
 }
 
 /// A `resources.sample`: the session's memory (with a memory cap) and the fuller of the
@@ -101,6 +104,8 @@ impl StepView {
             finished: None,
             console: Console::default(),
             resources: None,
+            tokens_in: 0,
+            tokens_out: 0,
         }
     }
 
@@ -153,6 +158,9 @@ pub struct RunView {
     pub finished: Option<Timestamp>,
     pub outcome: Option<Outcome>,
     pub reason: Option<String>,
+    /// Model tokens of the whole run (every step's, and calls outside a step).
+    pub tokens_in: u64,
+    pub tokens_out: u64,
     pub last_seq: u64,
     pub graph: Graph,
     steps: Vec<StepView>,
@@ -181,6 +189,8 @@ impl RunView {
             finished: None,
             outcome: None,
             reason: None,
+            tokens_in: 0,
+            tokens_out: 0,
             last_seq: 0,
             graph,
             steps,
@@ -258,6 +268,19 @@ impl RunView {
                 self.finished = Some(ts);
             }
             Event::AttemptRetry { attempt, .. } => self.attempt = attempt.get(),
+            Event::LlmResponse {
+                input_tokens,
+                output_tokens,
+                ..
+            } => {
+                self.tokens_in = self.tokens_in.saturating_add(*input_tokens);
+                self.tokens_out = self.tokens_out.saturating_add(*output_tokens);
+                if let Some(name) = &record.step {
+                    let view = self.step_mut(name);
+                    view.tokens_in = view.tokens_in.saturating_add(*input_tokens);
+                    view.tokens_out = view.tokens_out.saturating_add(*output_tokens);
+                }
+            }
             Event::StepStarted { attempt } => {
                 if let Some(name) = &record.step {
                     let step = self.step_mut(name);
@@ -405,7 +428,6 @@ impl RunView {
             | Event::PolicyGrant { .. }
             | Event::PolicyRefuse { .. }
             | Event::LlmRequest { .. }
-            | Event::LlmResponse { .. }
             | Event::ToolCall { .. }
             | Event::ToolResult { .. }
             | Event::ArtifactWritten { .. }
@@ -440,6 +462,8 @@ struct Snapshot<'a> {
     finished: Option<Timestamp>,
     outcome: Option<Outcome>,
     reason: Option<&'a str>,
+    tokens_in: u64,
+    tokens_out: u64,
     last_seq: u64,
     graph: &'a Graph,
     steps: Vec<StepOut<'a>>,
@@ -468,6 +492,8 @@ impl Serialize for RunView {
             finished: self.finished,
             outcome: self.outcome,
             reason: self.reason.as_deref(),
+            tokens_in: self.tokens_in,
+            tokens_out: self.tokens_out,
             last_seq: self.last_seq,
             graph: &self.graph,
             steps: self

@@ -213,6 +213,35 @@ fn the_summary_lists_every_step_and_the_ending() {
 }
 
 #[test]
+fn the_summary_counts_model_tokens_per_step_and_for_the_run_when_there_are_any() {
+    let mut records = history();
+    for (seq, step, input, output) in [
+        (20, "dev", 1200, 300),
+        (21, "dev", 10_000, 34),
+        (22, "test", 5, 5),
+    ] {
+        records.push(record(
+            seq,
+            4_000,
+            Some(step),
+            Event::LlmResponse {
+                model: "m".into(),
+                input_tokens: input,
+                output_tokens: output,
+                latency_ms: 10,
+                source: cordon_protocol::event::LlmSource::Agent,
+            },
+        ));
+    }
+    insta::assert_snapshot!(summary(&view(&records, false), T0 + 9_000), @r"
+    step  status   starts  attempt     time    tokens
+    dev   pending       2        2        -    11,534
+    test  failed        1        1     3.1s        10
+    run 00000001000000000000000000 stopped; continue with `cordon run --resume 00000001000000000000000000` (attempt 2, 11,544 tokens: 11,205 in, 339 out)
+    ");
+}
+
+#[test]
 fn an_interrupted_run_summary_shows_the_unfinished_step_pending_and_how_to_resume() {
     insta::assert_snapshot!(summary(&view(&history(), false), T0 + 9_000), @r"
     step  status   starts  attempt     time

@@ -89,6 +89,7 @@
       case 'run.started': view.workspace = d.workspace; view.attempt = d.attempt; view.max_attempts = d.max_attempts; view.started = rec.ts; break;
       case 'run.resumed': view.attempt = d.attempt; view.max_attempts = d.max_attempts; view.outcome = null; view.reason = null; view.finished = null; break;
       case 'run.finished': view.outcome = d.outcome; view.reason = d.reason; view.finished = rec.ts; break;
+      case 'llm.response': view.tokens_in += d.input_tokens || 0; view.tokens_out += d.output_tokens || 0; break;
       case 'attempt.retry': view.attempt = d.attempt; break;
       case 'step.started': {
         const s = step(rec.step);
@@ -202,9 +203,11 @@
   // ---- rendering -------------------------------------------------------------------------------
   const statusBadge = el('span', { id: 'run-status', class: 'badge' });
   const attemptInfo = el('span', { class: 'meta' });
+  // The run's model tokens (`[data-tokens]`, Appendix B): its text is the total.
+  const tokensInfo = el('span', { class: 'meta', 'data-tokens': '' });
   const banner = el('div', { class: 'banner', id: 'banner', hidden: '' });
   const header = el('header', { class: 'top' }, el('h1', {}, el('a', { href: '/' }, 'cordon'), ' / ', view.pipeline), statusBadge,
-    el('span', { class: 'meta mono' }, view.id), attemptInfo);
+    el('span', { class: 'meta mono' }, view.id), attemptInfo, el('span', { class: 'meta' }, 'tokens ', tokensInfo));
   const graphBox = el('div', { class: 'graph', id: 'graph' });
   const outcome = el('div', { class: 'outcome', id: 'outcome' });
   const consoles = el('div', { class: 'consoles', id: 'consoles' });
@@ -327,6 +330,9 @@
     statusBadge.dataset.status = status;
     document.body.dataset.status = status;
     attemptInfo.textContent = 'attempt ' + view.attempt + (view.max_attempts ? ' of ' + view.max_attempts : '') + (view.workspace ? ' · ' + view.workspace : '');
+    const tokens = (view.tokens_in || 0) + (view.tokens_out || 0);
+    tokensInfo.textContent = String(tokens);
+    tokensInfo.title = (view.tokens_in || 0) + ' in, ' + (view.tokens_out || 0) + ' out (model tokens)';
     outcome.replaceChildren();
     if (view.outcome) {
       outcome.append(el('span', { class: 'badge st-' + view.outcome }, view.outcome), el('span', { class: 'reason' }, view.reason || ''));
