@@ -42,7 +42,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Event::RunFinished { .. } => Some(r.ts),
             _ => None,
         });
+        let (tokens_in, tokens_out) =
+            records
+                .iter()
+                .fold((0u64, 0u64), |(i, o), r| match r.event {
+                    Event::LlmResponse {
+                        input_tokens,
+                        output_tokens,
+                        ..
+                    } => (
+                        i.saturating_add(input_tokens),
+                        o.saturating_add(output_tokens),
+                    ),
+                    _ => (i, o),
+                });
         if args.json {
+            // Appendix B: `kind` (`steps`; outcome runs are not built yet), the run's model
+            // tokens, and `cost_usd`, null while no pricing is configured (`llm.pricing` is
+            // not built yet).
             let line = serde_json::json!({
                 "id": row.id.to_string(),
                 "pipeline": row.pipeline,
@@ -50,6 +67,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "started": row.started.to_string(),
                 "finished": finished.map(|t| t.to_string()),
                 "attempt": state.attempt.get(),
+                "kind": "steps",
+                "tokens_in": tokens_in,
+                "tokens_out": tokens_out,
+                "cost_usd": serde_json::Value::Null,
             });
             println!("{line}");
         } else {

@@ -25,8 +25,25 @@ fn runs_json_has_the_contract_shape() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["attempt", "finished", "id", "pipeline", "started", "status"]
+        [
+            "attempt",
+            "cost_usd",
+            "finished",
+            "id",
+            "kind",
+            "pipeline",
+            "started",
+            "status",
+            "tokens_in",
+            "tokens_out"
+        ]
     );
+    assert_eq!(value["kind"], "steps");
+    assert_eq!(
+        (value["tokens_in"].as_u64(), value["tokens_out"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert!(value["cost_usd"].is_null(), "no pricing: null");
     assert_eq!(
         (
             value["pipeline"].as_str(),
