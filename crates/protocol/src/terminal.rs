@@ -47,9 +47,32 @@ pub struct Filter {
     held: Vec<u8>,
     /// The held sequence grew past its bound: dropped, the rest skipped to its end.
     overflow: bool,
-    /// The command switched to the alternate screen and has not switched back: the farewell
-    /// leaves it (only then — leaving it when it is not active restores a stale cursor).
-    alternate: bool,
+    /// What the command left changed that the farewell undoes only when changed (undoing it
+    /// moves the cursor): the alternate screen, origin mode, a scrolling region.
+    left: Left,
+    /// The terminal reads UTF-8. When it does not (a C or Latin-1 locale), every byte
+    /// `0x80..=0x9F` is a C1 control to it — even inside what would be a UTF-8 character
+    /// (`ě` is `C4 9B`, and `9B` is CSI) — so bytes pass one by one and those are dropped.
+    utf8: bool,
+}
+
+/// What a command left on, for [`farewell`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Left {
+    pub alternate_screen: bool,
+    pub origin_mode: bool,
+    pub scroll_region: bool,
+}
+
+impl Left {
+    /// Either stream's changes (both go to the same terminal).
+    pub fn or(self, other: Left) -> Left {
+        Left {
+            alternate_screen: self.alternate_screen || other.alternate_screen,
+            origin_mode: self.origin_mode || other.origin_mode,
+            scroll_region: self.scroll_region || other.scroll_region,
+        }
+    }
 }
 
 impl Default for Filter {
@@ -59,18 +82,30 @@ impl Default for Filter {
 }
 
 impl Filter {
+    /// A filter for a UTF-8 terminal.
     pub fn new() -> Filter {
+        Filter::for_terminal(true)
+    }
+
+    /// A filter for a terminal that reads UTF-8 (`utf8`) or single bytes.
+    pub fn for_terminal(utf8: bool) -> Filter {
         Filter {
             state: State::Ground,
             held: Vec::new(),
             overflow: false,
-            alternate: false,
+            left: Left::default(),
+            utf8,
         }
     }
 
     /// Whether the command left the alternate screen on (see [`farewell`]).
     pub fn alternate_screen(&self) -> bool {
-        self.alternate
+        self.left.alternate_screen
+    }
+
+    /// What the command left on that the farewell must undo.
+    pub fn left(&self) -> Left {
+        self.left
     }
 
     /// Appends to `out` what of `input` may reach the terminal.
@@ -113,12 +148,20 @@ impl Filter {
         let Some((&last, rest)) = body.split_last() else {
             return;
         };
+        if last == b'r' && rest.first() != Some(&b'?') {
+            // A scrolling region (`CSI r` alone resets it).
+            self.left.scroll_region = !rest.is_empty();
+            return;
+        }
         let Some(params) = rest.strip_prefix(b"?") else {
             return;
         };
         for param in params.split(|b| *b == b';') {
             if matches!(param, b"47" | b"1047" | b"1049") {
-                self.alternate = last == b'h';
+                self.left.alternate_screen = last == b'h';
+            }
+            if param == b"6" {
+                self.left.origin_mode = last == b'h';
             }
         }
     }
@@ -147,6 +190,9 @@ impl Filter {
                 0x07..=0x0d => out.push(byte),
                 0x00..=0x1f | 0x7f => {}
                 0x20..=0x7e => out.push(byte),
+                // A single-byte terminal: printable bytes pass, C1 controls do not.
+                0xa0..=0xff if !self.utf8 => out.push(byte),
+                0x80..=0x9f if !self.utf8 => {}
                 // UTF-8 lead bytes (overlong `0xC0`/`0xC1` and past U+10FFFF dropped).
                 0xc2..=0xdf => self.utf8(byte, 1),
                 0xe0..=0xef => self.utf8(byte, 2),
@@ -204,7 +250,8 @@ impl Filter {
                 // Cursor save and restore, index, reverse index, next line, tab set, keypad
                 // modes; everything else (`ESC Z` asks for the terminal's identity, `ESC c`
                 // resets it, `ESC <` leaves VT52 mode) is dropped.
-                b'7' | b'8' | b'D' | b'E' | b'H' | b'M' | b'=' | b'>' => {
+                // (HTS, `ESC H`, is not among them: tab stops are not put back.)
+                b'7' | b'8' | b'D' | b'E' | b'M' | b'=' | b'>' => {
                     self.held.push(byte);
                     self.emit(out);
                 }
@@ -323,7 +370,6 @@ fn csi_allowed(body: &[u8]) -> bool {
             | b'd'
             | b'e'
             | b'f'
-            | b'g'
             | b'm'
             | b'r'
             | b's'
@@ -381,12 +427,21 @@ fn osc_allowed(body: &[u8]) -> bool {
 /// the whole screen scrolling (cursor kept); ASCII in G0; the cursor shown; default keyboard
 /// protocols and attributes — and the main screen when the command left the alternate one on
 /// ([`Filter::alternate_screen`]).
-pub fn farewell(alternate_screen: bool) -> Vec<u8> {
+pub fn farewell(left: Left) -> Vec<u8> {
     let mut out = b"\x18\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\
-\x1b[?1016l\x1b[?1004l\x1b[?2004l\x1b[?2026l\x1b[?1l\x1b>\x1b[4l\x1b[?5l\x1b[?7h\x1b7\x1b[?6l\
-\x1b[r\x1b8\x1b(B\x1b[?25h\x1b[>4;0m\x1b[=0;1u\x1b[0m"
+\x1b[?1016l\x1b[?1004l\x1b[?2004l\x1b[?2026l\x1b[?1l\x1b>\x1b[4l\x1b[?5l\x1b[?7h\x1b(B\x1b[?25h\
+\x1b[0 q\x1b[?12l\x1b]8;;\x1b\\\x1b[>4;0m\x1b[=0;1u\x1b[0m"
         .to_vec();
-    if alternate_screen {
+    // Each of these moves the cursor, so only when the command left it changed: origin mode
+    // off (cursor home), then the whole screen scrolling again with the cursor kept (`ESC 7`
+    // saves origin mode too, so it comes after origin mode is off).
+    if left.origin_mode {
+        out.extend_from_slice(b"\x1b[?6l");
+    }
+    if left.scroll_region {
+        out.extend_from_slice(b"\x1b7\x1b[r\x1b8");
+    }
+    if left.alternate_screen {
         out.extend_from_slice(b"\x1b[?1049l");
     }
     out
@@ -501,8 +556,40 @@ mod tests {
         assert!(!filter.alternate_screen());
         filter.push(b"\x1b[?25;1049h", &mut out);
         assert!(filter.alternate_screen());
-        assert!(farewell(true).ends_with(b"\x1b[?1049l"));
-        assert!(!farewell(false).windows(8).any(|w| w == b"\x1b[?1049l"));
+        let on = |alternate_screen| Left {
+            alternate_screen,
+            ..Left::default()
+        };
+        assert!(farewell(on(true)).ends_with(b"\x1b[?1049l"));
+        assert!(!farewell(on(false)).windows(8).any(|w| w == b"\x1b[?1049l"));
+        // Origin mode and a scrolling region the same way, and never `ESC 8` before `?6l`.
+        filter.push(b"\x1b[?6h\x1b[3;8r", &mut out);
+        let left = filter.left();
+        assert!(left.origin_mode && left.scroll_region);
+        let bytes = farewell(left);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.find("\x1b[?6l") < text.find("\x1b7\x1b[r\x1b8"),
+            "{text:?}"
+        );
+        assert!(!String::from_utf8_lossy(&farewell(Left::default())).contains("\x1b[r"));
+    }
+
+    #[test]
+    fn a_single_byte_terminal_gets_no_c1_control_hidden_in_a_utf8_character() {
+        // `ě` is C4 9B: to a terminal that does not read UTF-8, 9B is CSI.
+        let mut out = Vec::new();
+        Filter::for_terminal(false).push(b"A\xc4\x9b6n\xe9t\xe9 \x9bc", &mut out);
+        assert_eq!(out, b"A\xc46n\xe9t\xe9 c");
+        // The same bytes to a UTF-8 terminal: the character passes whole.
+        let mut out = Vec::new();
+        Filter::for_terminal(true).push("Aě".as_bytes(), &mut out);
+        assert_eq!(out, "Aě".as_bytes());
+    }
+
+    #[test]
+    fn tab_stops_cannot_be_cleared_or_set() {
+        assert_eq!(filtered(b"a\x1b[3gb\x1b[gc\x1bHd"), b"abcd");
     }
 
     #[test]

@@ -358,11 +358,13 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     // else runs in it (see `Session::close_for_exit`).
     session.close_for_exit();
     // Nothing of the session writes to the terminal any more: the farewell, then its settings.
-    let alternate = filters
+    let left = filters
         .iter()
         .flatten()
-        .any(cordon_protocol::terminal::Filter::alternate_screen);
-    let farewell = cordon_protocol::terminal::farewell(alternate);
+        .fold(cordon_protocol::terminal::Left::default(), |left, f| {
+            left.or(f.left())
+        });
+    let farewell = cordon_protocol::terminal::farewell(left);
     match guard.as_mut() {
         Some(guard) => {
             guard.set_farewell(&[&farewell[..], cordon_protocol::terminal::STATUS_QUERY].concat());
@@ -466,7 +468,9 @@ impl Terminal {
     /// A filter for each output stream that is a terminal: no question reaches it, so no answer
     /// can be typed into the user's shell after the command.
     fn filters(&self) -> [Option<cordon_protocol::terminal::Filter>; 2] {
-        [self.stdout, self.stderr].map(|tty| tty.then(cordon_protocol::terminal::Filter::new))
+        let utf8 = utf8_locale(&|name| std::env::var_os(name));
+        [self.stdout, self.stderr]
+            .map(|tty| tty.then(|| cordon_protocol::terminal::Filter::for_terminal(utf8)))
     }
 
     /// With the user's terminal on stdin and an output: its settings saved (raw for `-t`), and
@@ -488,7 +492,7 @@ impl Terminal {
         if !self.stdin || !cordon_sandbox::terminal::is_foreground(std::io::stdin().as_fd()) {
             return Ok(None);
         }
-        let farewell = [&farewell(false)[..], STATUS_QUERY].concat();
+        let farewell = [&farewell(Default::default())[..], STATUS_QUERY].concat();
         let guard = cordon_sandbox::terminal::TerminalGuard::save(
             std::io::stdin().as_fd(),
             output,
@@ -506,22 +510,33 @@ impl Terminal {
 }
 
 impl Terminal {
-    /// The farewell alone, for an output terminal when stdin is not one (no guard).
+    /// The farewell alone, when there is no guard (stdin is not a terminal, or this is a
+    /// background job — which wrote the command's output to the terminal all the same).
     fn reset(&self, bytes: &[u8]) {
-        use std::os::fd::AsFd;
-        let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
-        let foreground = |fd| cordon_sandbox::terminal::is_foreground(fd);
-        let _ = if self.stdout && foreground(stdout.as_fd()) {
+        let _ = if self.stdout {
             std::io::stdout()
                 .lock()
                 .write_all(bytes)
                 .and_then(|()| std::io::stdout().flush())
-        } else if self.stderr && foreground(stderr.as_fd()) {
+        } else if self.stderr {
             std::io::stderr().lock().write_all(bytes)
         } else {
             Ok(())
         };
     }
+}
+
+/// Whether the terminal reads UTF-8, as the locale says (`LC_ALL`, else `LC_CTYPE`, else
+/// `LANG`, the first one set): `UTF-8` or `utf8` in it, any case. Anything else (`C`, `POSIX`,
+/// Latin-1, none at all) counts as a single-byte terminal, for which the filter is stricter.
+fn utf8_locale(var: &dyn Fn(&str) -> Option<OsString>) -> bool {
+    ["LC_ALL", "LC_CTYPE", "LANG"]
+        .iter()
+        .find_map(|name| var(name).filter(|v| !v.is_empty()))
+        .is_some_and(|locale| {
+            let locale = locale.to_string_lossy().to_ascii_lowercase();
+            locale.contains("utf-8") || locale.contains("utf8")
+        })
 }
 
 /// The `--cache` names opened in the state directory's cache store, keyed by the workspace;
@@ -607,6 +622,25 @@ fn private_paths() -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_locale_decides_whether_the_terminal_reads_utf8() {
+        for (vars, utf8) in [
+            (&[("LANG", "en_US.UTF-8")][..], true),
+            (&[("LC_ALL", "C"), ("LANG", "en_US.UTF-8")], false),
+            (&[("LC_ALL", ""), ("LC_CTYPE", "de_DE.utf8")], true),
+            (&[("LANG", "C")], false),
+            (&[("LANG", "fr_FR.ISO-8859-1")], false),
+            (&[], false),
+        ] {
+            let var = |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            };
+            assert_eq!(utf8_locale(&var), utf8, "{vars:?}");
+        }
+    }
 
     #[test]
     fn only_options_before_the_command_can_ask_for_egress() {
