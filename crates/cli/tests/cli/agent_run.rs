@@ -425,6 +425,30 @@ fn prompt_files_are_read_without_following_a_link_and_a_missing_pipeline_names_t
         stderr(&out)
     );
     assert!(!stderr(&out).contains("the user's key"));
+    // A file that is not UTF-8 text, and one past 1 MiB: refused naming the problem.
+    std::fs::remove_file(f.ws.join("task.md")).expect("rm");
+    std::fs::write(f.ws.join("task.md"), b"\xff\xfe").expect("write");
+    let out = f
+        .cordon(&["run", "--no-ui", "--prompt-file", "task.md"])
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--prompt-file task.md: is not UTF-8 text"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(f.ws.join("task.md"), vec![b'a'; (1 << 20) + 1]).expect("write");
+    let out = f
+        .cordon(&["run", "--no-ui", "--prompt-file", "task.md"])
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--prompt-file task.md: is larger than 1024 KiB"),
+        "{}",
+        stderr(&out)
+    );
     // No PIPELINE and no ./pipeline.yaml: exit 2 with both ways out.
     let empty = tempfile::tempdir().expect("tempdir");
     let out = crate::support::cordon()

@@ -309,6 +309,13 @@ fn an_unknown_cache_name_is_refused_with_the_names_that_exist() {
         text(&out.stderr),
         "cordon: `--cache maven` is not a cache; use cargo, pip, npm, go or uv\n"
     );
+    let out = cache(&d.state, &["clear", "--workspace", "/nonexistent/ws"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot find the workspace /nonexistent/ws"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = cache(&d.state, &["clear", "maven"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("`maven` is not a cache; use cargo, pip"));

@@ -49,22 +49,48 @@ impl Drop for Tmux {
     }
 }
 
-/// Waits (at most 20 s) until `file` holds at least `lines` lines; returns them.
-fn lines(file: &Path, lines: usize) -> Vec<String> {
+/// Polls `probe` (at most 20 s, every 50 ms) until it answers; fails naming `what` and the last
+/// thing seen.
+fn wait_for<T, S: std::fmt::Debug>(what: &str, mut probe: impl FnMut() -> Result<T, S>) -> T {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let found: Vec<String> = text.lines().map(str::to_owned).collect();
-        if found.len() >= lines {
-            return found;
+        match probe() {
+            Ok(found) => return found,
+            Err(seen) => assert!(Instant::now() < deadline, "{what}: {seen:?}"),
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} never had {lines} lines: {text:?}",
-            file.display()
-        );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits until `file` holds at least `lines` lines; returns them.
+fn lines(file: &Path, lines: usize) -> Vec<String> {
+    wait_for(
+        &format!("{} never had {lines} lines", file.display()),
+        || {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            let found: Vec<String> = text.lines().map(str::to_owned).collect();
+            if found.len() >= lines {
+                Ok(found)
+            } else {
+                Err(text)
+            }
+        },
+    )
+}
+
+/// A temporary directory and its workspace `ws` in it (canonical, made).
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canonical").join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    (dir, ws)
+}
+
+/// An interactive bash in tmux whose prompt is `READY>`, ready for keys.
+fn prompt_shell(dir: &Path) -> Tmux {
+    let tmux = Tmux::start(dir, 100, 30, "env PS1='READY> ' bash --norc --noprofile");
+    wait_for_last_line(&tmux, "READY>");
+    tmux
 }
 
 fn quote(path: &Path) -> String {
@@ -73,9 +99,7 @@ fn quote(path: &Path) -> String {
 
 #[test]
 fn exec_t_gives_the_command_a_terminal_that_follows_the_window_and_the_keys() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().canonicalize().expect("canonical").join("ws");
-    std::fs::create_dir(&ws).expect("mkdir");
+    let (dir, ws) = workspace();
     let out = ws.join("out");
     // In the sandbox: what the terminal is, its size, a typed line, the size after a resize;
     // then a sleep for ^C to end. Outside: the exit status and the terminal's mode afterwards.
@@ -168,20 +192,16 @@ fn pane(tmux: &Tmux) -> Vec<String> {
     lines
 }
 
-/// Waits (at most 20 s) until the pane's last line is `line`.
+/// Waits until the pane's last line is `line`.
 fn wait_for_last_line(tmux: &Tmux, line: &str) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    wait_for(&format!("the pane never ended in {line:?}"), || {
         let lines = pane(tmux);
         if lines.last().is_some_and(|l| l == line) {
-            return lines;
+            Ok(lines)
+        } else {
+            Err(lines)
         }
-        assert!(
-            Instant::now() < deadline,
-            "the pane never ended in {line:?}: {lines:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    })
 }
 
 /// A script that floods the terminal (so it answers late), sets a colour, then asks for it, for
@@ -192,17 +212,9 @@ const QUESTIONS: &str = "head -c 200000 /dev/zero | tr '\\0' ' '; \
 
 #[test]
 fn no_answer_to_a_question_the_command_asked_reaches_the_shell_after_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().canonicalize().expect("canonical").join("ws");
-    std::fs::create_dir(&ws).expect("mkdir");
+    let (dir, ws) = workspace();
     std::fs::write(ws.join("questions.sh"), QUESTIONS).expect("write");
-    let tmux = Tmux::start(
-        dir.path(),
-        100,
-        30,
-        "env PS1='READY> ' bash --norc --noprofile",
-    );
-    wait_for_last_line(&tmux, "READY>");
+    let tmux = prompt_shell(dir.path());
     // The control: the script run bare leaves the terminal's answers typed at the prompt.
     tmux.run(&[
         "send-keys",
@@ -264,9 +276,7 @@ fn no_answer_to_a_question_the_command_asked_reaches_the_shell_after_it() {
 
 #[test]
 fn three_escapes_stop_a_command_that_ignores_every_key() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().canonicalize().expect("canonical").join("ws");
-    std::fs::create_dir(&ws).expect("mkdir");
+    let (dir, ws) = workspace();
     let command = format!(
         "{} exec -t -w {} -- sh -c 'trap \"\" INT QUIT TSTP; stty -isig; echo ignoring > started; \
          sleep 60'; echo \"exit=$?\" > {}; sleep 60",
@@ -295,9 +305,7 @@ fn three_escapes_stop_a_command_that_ignores_every_key() {
 
 #[test]
 fn without_t_a_terminal_on_stdin_reaches_the_command_as_a_pipe() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().canonicalize().expect("canonical").join("ws");
-    std::fs::create_dir(&ws).expect("mkdir");
+    let (dir, ws) = workspace();
     let command = format!(
         "{} exec -w {} -- sh -c 'test -t 0 || echo stdin-is-a-pipe > out; read line; \
          echo \"typed=$line\" >> out'; sleep 60",
@@ -325,7 +333,10 @@ fn a_signal_to_cordon_stops_the_command_and_exits_128_plus_its_number() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    lines_or_file(&dir.path().join("started"));
+    let started = dir.path().join("started");
+    wait_for("the command never started", || {
+        started.exists().then_some(()).ok_or(())
+    });
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -343,31 +354,10 @@ fn a_signal_to_cordon_stops_the_command_and_exits_128_plus_its_number() {
     assert!(!dir.path().join("finished").exists());
 }
 
-/// Waits (at most 20 s) until `file` exists.
-fn lines_or_file(file: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !file.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_background_exec_runs_to_its_end_without_touching_the_terminal() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().canonicalize().expect("canonical").join("ws");
-    std::fs::create_dir(&ws).expect("mkdir");
-    let tmux = Tmux::start(
-        dir.path(),
-        100,
-        30,
-        "env PS1='READY> ' bash --norc --noprofile",
-    );
-    wait_for_last_line(&tmux, "READY>");
+    let (dir, ws) = workspace();
+    let tmux = prompt_shell(dir.path());
     tmux.run(&[
         "send-keys",
         "-t",

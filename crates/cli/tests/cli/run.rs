@@ -761,3 +761,34 @@ fn a_failed_step_shows_the_end_of_its_output_unless_quiet() {
     assert!(err.contains("\ntest  failed   attempt 1"), "{err}");
     assert!(!err.contains("line 30"), "{err}");
 }
+
+#[test]
+fn a_resumed_run_keeps_its_own_prompt_and_refuses_another() {
+    let f = Fixture::gated(BLOCKING);
+    let (mut child, id, _stderr) = f.spawn(&["run", "pipeline.yaml", "--prompt", "the first task"]);
+    signal(&child, "INT");
+    assert_eq!(child.wait().expect("wait").code(), Some(130));
+    let out = f
+        .cordon(&["run", "--resume", &id, "--prompt", "another task"])
+        .output()
+        .expect("cordon run");
+    assert_eq!(code(&out), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "run {id} keeps the task it started with; resume it without --prompt"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // The control: the same prompt (or none) resumes, with the task recorded at the start.
+    let (mut resumed, _, _err) = f.spawn(&["run", "--resume", &id, "--prompt", "the first task"]);
+    open_gate(&f);
+    assert_eq!(resumed.wait().expect("wait").code(), Some(0));
+    let logs = f
+        .cordon(&["logs", &id, "--json", "--type", "run.started"])
+        .output()
+        .expect("logs");
+    let started: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&logs.stdout).trim()).expect("one event");
+    assert_eq!(started["data"]["prompt"], "the first task");
+}
