@@ -33,7 +33,12 @@ impl Tmux {
 
     fn command(&self) -> Command {
         let mut cmd = Command::new("tmux");
-        cmd.arg("-S").arg(&self.socket).stdin(Stdio::null());
+        // tmux runs a pane's command with `$SHELL -c`, else the user's login shell: for uid
+        // 65534 that is `nologin`, which ends the pane (and the server) at once.
+        cmd.arg("-S")
+            .arg(&self.socket)
+            .env("SHELL", "/bin/sh")
+            .stdin(Stdio::null());
         cmd
     }
 
