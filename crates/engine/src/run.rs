@@ -855,7 +855,8 @@ impl Ready {
         let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask)
             .with_toolchains(self.toolchains.clone())
             .with_caches(self.caches.clone())
-            .with_passed(self.passed.clone());
+            .with_passed(self.passed.clone())
+            .with_private_git(self.store.dir().to_path_buf());
         if needs_egress(&self.pipeline) || self.lane.is_some() {
             let mut egress = Egress::new(self.run, &self.operator.policy, drive.listening)
                 .map_err(|e| {

@@ -40,6 +40,14 @@ pub enum GitError {
     LinkedGitDir(PathBuf),
     #[error("the repository uses {0}, which cordon's git does not support; use a SHA-1 repository")]
     Unsupported(String),
+    /// `allow_git_mutations` on a repository a private git directory cannot stand in for.
+    #[error(
+        "refusing `allow_git_mutations`: the git directory `{git_dir}` {problem}; leave \
+         allow_git_mutations off (the git directory is then read-only as a whole) or run on a \
+         plain clone",
+        git_dir = git_dir.display()
+    )]
+    PrivateGit { git_dir: PathBuf, problem: String },
     #[error("the repository's objects are unusable: {0}")]
     Objects(String),
     #[error("git cannot {action}: {message}")]

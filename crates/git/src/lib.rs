@@ -20,6 +20,7 @@ mod fuzzing;
 mod identity;
 mod ignore;
 mod pack;
+pub mod private;
 mod refs;
 mod repo;
 mod tree;

@@ -125,7 +125,7 @@ pub(crate) fn per_worktree(name: &str) -> bool {
 /// would follow (a trailing U+3000 that `str::trim_end` dropped named another ref to gitoxide).
 /// The name a symbolic ref names must be a valid full ref name (no `..`, no control characters,
 /// no whitespace, below `refs/`).
-fn parse_loose(bytes: &[u8]) -> Option<Target> {
+pub(crate) fn parse_loose(bytes: &[u8]) -> Option<Target> {
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).ok()?;
     if let Some(name) = text.strip_prefix("ref:") {

@@ -391,49 +391,7 @@ impl Repo {
                 self.dirs.common_dir.join("objects/info/alternates"),
             ));
         }
-        let top = WsPath::name(b"objects").expect("a plain name");
-        let refused =
-            |path: &WsPath| GitError::LinkedGitDir(self.dirs.common_dir.join(path.shown()));
-        match self.common_view.meta(&top).map_err(|_| refused(&top))? {
-            None => return Ok(()),
-            Some(meta) if meta.kind == Kind::Directory => {}
-            Some(_) => return Err(refused(&top)),
-        }
-        let mut pending = vec![top];
-        let mut packs = Vec::new();
-        let mut seen = 0usize;
-        while let Some(dir) = pending.pop() {
-            let listing = self
-                .common_view
-                .list(Some(&dir), MAX_OBJECT_ENTRIES)
-                .map_err(|_| refused(&dir))?;
-            seen += listing.entries.len();
-            if seen > MAX_OBJECT_ENTRIES {
-                return Err(GitError::Objects(format!(
-                    "the object store holds more than {MAX_OBJECT_ENTRIES} entries; pack it (`git gc`)"
-                )));
-            }
-            for entry in listing.entries {
-                let path = dir.join(&entry.name).map_err(|_| refused(&dir))?;
-                match entry.meta.kind {
-                    // Loose objects and packs sit in `objects/<dir>/`: a directory deeper than
-                    // that is nothing git reads.
-                    Kind::Directory if path.components().count() < 3 => pending.push(path),
-                    Kind::File
-                        if path.as_bytes().starts_with(b"objects/pack/")
-                            && path.as_bytes().ends_with(b".pack") =>
-                    {
-                        // The user's packs from before the run are the user's; one whose inode
-                        // changed since (ctime, which no process can set back) may be a step's.
-                        if self.started.is_none_or(|t| entry.meta.ctime.0 >= t) {
-                            packs.push((path, entry.meta.size, entry.meta.mtime));
-                        }
-                    }
-                    Kind::File | Kind::Directory => {}
-                    _ => return Err(refused(&path)),
-                }
-            }
-        }
+        let packs = store_packs(&self.common_view, &self.dirs.common_dir, self.started)?;
         for (pack, size, mtime) in packs {
             let key = (pack.as_bytes().to_vec(), size, mtime);
             if self.packs_checked.borrow().contains(&key) {
@@ -445,6 +403,60 @@ impl Repo {
         }
         Ok(())
     }
+}
+
+/// The packs in the object store of the git directory `base` seen through `view`, each with its
+/// size and mtime, after checking the store holds only real directories and regular files
+/// (gitoxide opens objects by path, and one planted link or FIFO would make the host read a file
+/// of its own or hang). With `started`, packs whose inode has not changed since (the user's own
+/// from before the run) are left out.
+pub(crate) fn store_packs(
+    view: &View,
+    base: &Path,
+    started: Option<i64>,
+) -> Result<Vec<(WsPath, u64, (i64, u32))>, GitError> {
+    let top = WsPath::name(b"objects").expect("a plain name");
+    let refused = |path: &WsPath| GitError::LinkedGitDir(base.join(path.shown()));
+    match view.meta(&top).map_err(|_| refused(&top))? {
+        None => return Ok(Vec::new()),
+        Some(meta) if meta.kind == Kind::Directory => {}
+        Some(_) => return Err(refused(&top)),
+    }
+    let mut pending = vec![top];
+    let mut packs = Vec::new();
+    let mut seen = 0usize;
+    while let Some(dir) = pending.pop() {
+        let listing = view
+            .list(Some(&dir), MAX_OBJECT_ENTRIES)
+            .map_err(|_| refused(&dir))?;
+        seen += listing.entries.len();
+        if seen > MAX_OBJECT_ENTRIES {
+            return Err(GitError::Objects(format!(
+                "the object store holds more than {MAX_OBJECT_ENTRIES} entries; pack it (`git gc`)"
+            )));
+        }
+        for entry in listing.entries {
+            let path = dir.join(&entry.name).map_err(|_| refused(&dir))?;
+            match entry.meta.kind {
+                // Loose objects and packs sit in `objects/<dir>/`: a directory deeper than
+                // that is nothing git reads.
+                Kind::Directory if path.components().count() < 3 => pending.push(path),
+                Kind::File
+                    if path.as_bytes().starts_with(b"objects/pack/")
+                        && path.as_bytes().ends_with(b".pack") =>
+                {
+                    // The user's packs from before the run are the user's; one whose inode
+                    // changed since (ctime, which no process can set back) may be a step's.
+                    if started.is_none_or(|t| entry.meta.ctime.0 >= t) {
+                        packs.push((path, entry.meta.size, entry.meta.mtime));
+                    }
+                }
+                Kind::File | Kind::Directory => {}
+                _ => return Err(refused(&path)),
+            }
+        }
+    }
+    Ok(packs)
 }
 
 /// The most entries of the object store [`Repo::refuse_planted_objects`] lists.

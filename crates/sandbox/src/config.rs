@@ -202,6 +202,10 @@ pub struct SessionConfig {
     /// program is always added.
     pub mask: Vec<PathBuf>,
     pub git_mutations: GitMutations,
+    /// With `git_mutations` allowed on an ordinary repository: the private git directory that
+    /// stands in for the workspace's `.git` in this session (made, and imported afterwards, by
+    /// the caller — `cordon_git::private`).
+    pub private_git: Option<PrivateGitDir>,
     /// Size cap of `/tmp` + `/dev/shm` + `HOME`, in bytes.
     pub tmp_size: u64,
     /// Memory, pids and CPU caps, enforced through a cgroup only when requested; a requested cap
@@ -209,6 +213,17 @@ pub struct SessionConfig {
     pub caps: Caps,
     /// How init starts; [`InitStart::Exec`] unless the caller opts in.
     pub init_start: InitStart,
+}
+
+/// A private git directory mounted read-write where the workspace's `.git` is, the host's
+/// `config`, `hooks/` and `info/` read-only over its own, and the host's object store read-only
+/// at `objects_at` (inside it) for its `objects/info/alternates` to name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrivateGitDir {
+    /// The workspace's `.git` (canonical), where the session sees `dir`.
+    pub git_dir: PathBuf,
+    pub dir: PathBuf,
+    pub objects_at: PathBuf,
 }
 
 impl SessionConfig {
@@ -227,6 +242,7 @@ impl SessionConfig {
             protect: Vec::new(),
             mask: Vec::new(),
             git_mutations: GitMutations::Deny,
+            private_git: None,
             tmp_size: DEFAULT_TMP_SIZE,
             caps: Caps::default(),
             init_start: InitStart::Exec,

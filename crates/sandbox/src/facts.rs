@@ -15,7 +15,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::config::SessionConfig;
+use crate::config::{PrivateGitDir, SessionConfig};
 use crate::error::SandboxError;
 use crate::git;
 use crate::identity::{HostUser, Identity, Privilege};
@@ -192,8 +192,22 @@ pub(crate) fn gather(
         mounted: HashSet::new(),
         protected: HashSet::new(),
     };
-    // A `.git` file whose directory is not accepted is still bound read-only (no directory).
-    if protection.dot_git_file.is_some() || !protection.dirs.is_empty() {
+    let private = config.private_git.as_ref().filter(|p| {
+        config.git_mutations == GitMutations::Allow
+            && protection.dot_git_file.is_none()
+            && protection.dirs == [p.git_dir.clone()]
+    });
+    if let (Some(private), None) = (&config.private_git, private) {
+        return Err(SandboxError::GitMutations {
+            path: private.git_dir.clone(),
+            problem: "is no longer the workspace's only git directory (it changed since the \
+                      private copy was made)",
+        });
+    }
+    if let Some(private) = private {
+        git = Some(mounter.private(private)?);
+    } else if protection.dot_git_file.is_some() || !protection.dirs.is_empty() {
+        // A `.git` file whose directory is not accepted is still bound read-only (no directory).
         git = Some(mounter.layout(protection.dot_git_file, protection.dirs)?);
     }
     for submodule in protection.submodules {
@@ -389,6 +403,63 @@ impl GitMounter<'_> {
             dot_git_file,
             dirs: mounted,
             protected,
+            covers: Vec::new(),
+        })
+    }
+
+    /// The layout of a private git directory standing in for the workspace's `.git`: it is
+    /// mounted there read-write (idmapped like the workspace, whose owner owns it), and the
+    /// host's `config`, `hooks/`, `info/` (those that exist) and object store are bound
+    /// read-only over its placeholders — so the sandbox's git reads the user's configuration and
+    /// objects, and writes only the private directory.
+    fn private(&mut self, private: &PrivateGitDir) -> Result<GitLayout, SandboxError> {
+        let mount = |path: &Path, idmap, fds: &mut Vec<OwnedFd>| {
+            utf8(path)?;
+            host_source(self.identity, path, idmap, fds).map_err(|source| {
+                SandboxError::ReadOnlyPath {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })
+        };
+        let source = mount(&private.dir, self.idmap, self.fds)?;
+        let mut covers = Vec::new();
+        let host = &private.git_dir;
+        for (name, target) in [
+            ("config", host.join("config")),
+            ("hooks", host.join("hooks")),
+            ("info", host.join("info")),
+            ("objects", private.objects_at.clone()),
+        ] {
+            let path = host.join(name);
+            let kind = match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.is_dir() => Kind::Dir,
+                Ok(meta) if meta.is_file() => Kind::File,
+                // A link the mount would follow: refused like a linked protected entry.
+                Ok(_) => {
+                    return Err(SandboxError::GitMutations {
+                        path,
+                        problem: "is a symbolic link or special file",
+                    });
+                }
+                Err(_) => continue,
+            };
+            covers.push(Mounted {
+                path: target,
+                source: mount(&path, self.idmap, self.fds)?,
+                kind,
+            });
+        }
+        self.mounted.insert(host.clone());
+        Ok(GitLayout {
+            dot_git_file: None,
+            dirs: vec![Mounted {
+                path: host.clone(),
+                source,
+                kind: Kind::Dir,
+            }],
+            protected: Vec::new(),
+            covers,
         })
     }
 }

@@ -32,7 +32,9 @@ pub mod terminal {
     };
 }
 
-pub use config::{DEFAULT_TMP_SIZE, InitProgram, InitStart, Network, SessionConfig, Workspace};
+pub use config::{
+    DEFAULT_TMP_SIZE, InitProgram, InitStart, Network, PrivateGitDir, SessionConfig, Workspace,
+};
 pub use error::SandboxError;
 pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
 pub use facts::{HOSTNAME, host_user};

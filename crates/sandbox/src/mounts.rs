@@ -164,6 +164,9 @@ pub struct GitLayout {
     /// The existing entries that stay read-only even with `allow_git_mutations`
     /// (`config`, `config.worktree`, `commondir`, `hooks/`, `info/`, `objects/info/alternates`).
     pub protected: Vec<(PathBuf, Kind)>,
+    /// Host entries bound read-only over the git directory's own (a private git directory's
+    /// `config`, `hooks/`, `info/` and the host's object store).
+    pub covers: Vec<Mounted>,
 }
 
 /// Whether the sandbox may change the git directory (`allow_git_mutations`).
@@ -318,6 +321,14 @@ pub fn plan(layout: &Layout) -> MountPlan {
             for (path, kind) in &git.protected {
                 steps.push(bind(Source::Itself, path, *kind, Access::ReadOnly));
             }
+        }
+        for cover in &git.covers {
+            steps.push(bind(
+                cover.source.clone(),
+                &cover.path,
+                cover.kind,
+                Access::ReadOnly,
+            ));
         }
     }
     // Protected workspace entries: each bound read-only onto itself after the workspace mount

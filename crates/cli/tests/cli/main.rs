@@ -8,6 +8,7 @@ mod escape;
 mod exec;
 mod exec_egress;
 mod exec_tty;
+mod git_mutations;
 mod help;
 mod host_boundary;
 mod init;

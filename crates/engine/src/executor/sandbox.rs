@@ -29,6 +29,9 @@ pub struct SandboxExecutor {
     passed: cordon_sandbox::environment::Passed,
     /// The persistent caches mounted in every session (`isolation.caches`).
     caches: Option<cordon_sandbox::cache::Opened>,
+    /// Where sessions that may change an ordinary repository's git directory get their private
+    /// one (`allow_git_mutations`, see `cordon_git::private`): the state directory.
+    private_git: Option<PathBuf>,
 }
 
 impl SandboxExecutor {
@@ -41,7 +44,15 @@ impl SandboxExecutor {
             toolchains: cordon_sandbox::toolchain::Exposure::default(),
             passed: (Vec::new(), Vec::new()),
             caches: None,
+            private_git: None,
         }
+    }
+
+    /// Gives each session allowed to change an ordinary repository's git directory a private
+    /// one under `state_dir`, imported into the host's when the session ends.
+    pub fn with_private_git(mut self, state_dir: PathBuf) -> SandboxExecutor {
+        self.private_git = Some(state_dir);
+        self
     }
 
     /// Mounts `caches` in every session.
@@ -116,7 +127,31 @@ impl Executor for SandboxExecutor {
                 )));
             }
         };
-        let mut session = Session::open(config).map_err(convert)?;
+        let private = match (&self.private_git, spec.allow_git_mutations) {
+            (Some(state_dir), true) => {
+                let prepared = cordon_git::private::prepare(self.workspace.path(), state_dir)
+                    .map_err(|err| ExecError::Failed(error_chain(&err)))?;
+                note(&prepared.notes);
+                prepared.private
+            }
+            _ => None,
+        };
+        config.private_git = private.as_ref().map(|p| cordon_sandbox::PrivateGitDir {
+            git_dir: p.git_dir().to_path_buf(),
+            dir: p.dir().to_path_buf(),
+            objects_at: p.objects_mount(),
+        });
+        // A session that never opened has run nothing: its private directory is removed (the
+        // import finds nothing to bring in).
+        let mut session = match Session::open(config) {
+            Ok(session) => session,
+            Err(err) => {
+                if let Some(private) = private {
+                    import(private);
+                }
+                return Err(convert(err));
+            }
+        };
         let egress = match (policy, &self.egress) {
             (Some((policy, refused)), Some(egress)) => {
                 let listener = session.listen_proxy().map_err(convert)?;
@@ -154,12 +189,36 @@ impl Executor for SandboxExecutor {
         env.extend(spec.env.iter().cloned());
         Ok(Box::new(Live {
             session,
+            private,
             env,
             timeout: spec.timeout,
             egress,
             lane,
             events,
         }))
+    }
+}
+
+/// Brings a closed session's git work into the host's repository, saying on stderr what was left
+/// as the host has it (a failure loses only the session's refs and index: its files are in the
+/// work tree).
+fn import(private: cordon_git::private::PrivateGit) {
+    match private.import() {
+        Ok(imported) => note(&imported.notes),
+        Err(err) => note(&[format!(
+            "the session's git work (commits, refs, index) was not imported: {}",
+            error_chain(&err)
+        )]),
+    }
+}
+
+/// One stderr line per note, escaped (ref names are the sandbox's).
+fn note(notes: &[String]) {
+    for line in notes {
+        eprintln!(
+            "cordon: git: {}",
+            cordon_protocol::text::escape_line(line)
+        );
     }
 }
 
@@ -182,6 +241,8 @@ fn lane_env() -> Vec<(String, String)> {
 
 struct Live {
     session: Session,
+    /// The session's private git directory, imported once the session is closed.
+    private: Option<cordon_git::private::PrivateGit>,
     env: Vec<(String, String)>,
     timeout: Option<std::time::Duration>,
     egress: Option<SessionEgress>,
@@ -276,12 +337,17 @@ impl StepSession for Live {
     fn close(self: Box<Self>) {
         let Live {
             session,
+            private,
             egress,
             lane,
             ..
         } = *self;
-        // The processes first, so no connection is left for the listeners to wait for.
+        // The processes first, so no connection is left for the listeners to wait for — and
+        // nothing changes the private git directory while it is imported.
         session.close();
+        if let Some(private) = private {
+            import(private);
+        }
         if let Some(egress) = egress {
             egress.stop();
         }

@@ -268,6 +268,7 @@ fn a_worktree_binds_its_dot_git_file_and_both_git_dirs() {
             },
         ],
         protected: Vec::new(),
+        covers: Vec::new(),
     });
     check(
         l,
@@ -422,6 +423,7 @@ fn top_git() -> GitLayout {
             kind: Kind::Dir,
         }],
         protected: vec![("/work/ws/.git/config".into(), Kind::File)],
+        covers: Vec::new(),
     }
 }
 
@@ -438,6 +440,7 @@ fn a_submodule_git_file_and_the_directory_it_names_are_read_only_mount_points() 
                 kind: Kind::Dir,
             }],
             protected: vec![("/work/ws/.git/modules/lib/sub/config".into(), Kind::File)],
+            covers: Vec::new(),
         },
         GitLayout {
             dot_git_file: None,
@@ -447,6 +450,7 @@ fn a_submodule_git_file_and_the_directory_it_names_are_read_only_mount_points() 
                 kind: Kind::Dir,
             }],
             protected: Vec::new(),
+            covers: Vec::new(),
         },
     ];
     // An uninitialised submodule: its empty directory is kept read-only whole.
@@ -483,6 +487,7 @@ fn allowed_git_mutations_keep_a_submodule_config_read_only_like_the_top_level_on
             kind: Kind::Dir,
         }],
         protected: vec![("/work/ws/.git/modules/sub/config".into(), Kind::File)],
+        covers: Vec::new(),
     }];
     check(
         l,
