@@ -293,12 +293,7 @@ const MAX_LEFTOVERS: usize = 10_000;
 
 /// Builds the private directory `dir` from the host's git directory (read through `host`);
 /// returns what it started from.
-fn build(
-    host: &View,
-    git_dir: &Path,
-    dir: &Path,
-    owner: (u32, u32),
-) -> Result<Start, GitError> {
+fn build(host: &View, git_dir: &Path, dir: &Path, owner: (u32, u32)) -> Result<Start, GitError> {
     let refs = read_refs(host, git_dir)?;
     let mkdir = |relative: &str| -> Result<(), GitError> {
         let path = dir.join(relative);
@@ -504,14 +499,20 @@ fn give_back(git_dir: &Path, private: &Path, touched: &[String]) {
 }
 
 /// Copies every object of `theirs` that `ours` lacks; returns their ids.
-fn copy_objects(theirs: &gix_odb::Handle, ours: &gix_odb::Handle) -> Result<Vec<ObjectId>, GitError> {
+fn copy_objects(
+    theirs: &gix_odb::Handle,
+    ours: &gix_odb::Handle,
+) -> Result<Vec<ObjectId>, GitError> {
     let mut new = Vec::new();
     let mut seen = BTreeSet::new();
     let mut listed = 0usize;
     let mut bytes = 0u64;
     let mut buffer = Vec::new();
     let refused = |why: String| GitError::Objects(format!("the session's objects {why}"));
-    for id in theirs.iter().map_err(GitError::library("list the session's objects"))? {
+    for id in theirs
+        .iter()
+        .map_err(GitError::library("list the session's objects"))?
+    {
         let id = id.map_err(|err| refused(format!("cannot be listed ({err})")))?;
         listed += 1;
         if listed > MAX_LISTED {
@@ -574,7 +575,9 @@ fn check_connected(ours: &gix_odb::Handle, new: &[ObjectId]) -> Result<(), GitEr
             gix_object::Kind::Commit => {
                 let commit = gix_object::CommitRef::from_bytes(object.data, gix_hash::Kind::Sha1)
                     .map_err(|_| broken())?;
-                std::iter::once(commit.tree()).chain(commit.parents()).collect()
+                std::iter::once(commit.tree())
+                    .chain(commit.parents())
+                    .collect()
             }
             gix_object::Kind::Tree => {
                 let tree = gix_object::TreeRef::from_bytes(object.data, gix_hash::Kind::Sha1)
@@ -599,7 +602,7 @@ fn check_connected(ours: &gix_odb::Handle, new: &[ObjectId]) -> Result<(), GitEr
             }
             gix_object::Kind::Blob => Vec::new(),
         };
-        if let Some(missing) = named.iter().find(|n| !ours.exists(*n)) {
+        if let Some(missing) = named.iter().find(|n| !ours.exists(n)) {
             return Err(GitError::Objects(format!(
                 "the session's object {id} names {missing}, which neither the session nor the \
                  repository holds; nothing of the session's refs or index was imported"
@@ -715,7 +718,10 @@ fn import_index(
     start: &Start,
     imported: &mut Imported,
 ) -> Result<(), GitError> {
-    let theirs = match view.read(&WsPath::name(b"index").expect("a plain name"), MAX_INDEX + 1) {
+    let theirs = match view.read(
+        &WsPath::name(b"index").expect("a plain name"),
+        MAX_INDEX + 1,
+    ) {
         Ok(read) => read.map(|read| read.bytes),
         Err(ViewError::NotAFile { .. }) | Err(ViewError::Blocked { .. }) => {
             imported
@@ -738,15 +744,17 @@ fn import_index(
     }
     let kept = |why: &str| format!("the session's index was not imported: {why}");
     if theirs.len() > MAX_INDEX {
-        imported.notes.push(kept(&format!("it is larger than {MAX_INDEX} bytes")));
+        imported
+            .notes
+            .push(kept(&format!("it is larger than {MAX_INDEX} bytes")));
         return Ok(());
     }
     let host = View::open(git_dir).map_err(GitError::io("open", git_dir))?;
     let ours = read_bounded(&host, "index", MAX_INDEX, git_dir)?;
     if ours.as_deref().map(digest) != start.index {
-        imported
-            .notes
-            .push(kept("the host's index changed during the session, and was kept"));
+        imported.notes.push(kept(
+            "the host's index changed during the session, and was kept",
+        ));
         return Ok(());
     }
     let options = gix_index::decode::Options {
@@ -758,7 +766,7 @@ fn import_index(
             bytes,
             filetime::FileTime::now(),
             gix_hash::Kind::Sha1,
-            options.clone(),
+            options,
         )
         .ok()
         .map(|(state, _)| state)
@@ -823,9 +831,9 @@ fn import_index(
     let mut file = match File::options().write(true).create_new(true).open(&lock) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            imported
-                .notes
-                .push(kept("a git on the host holds `index.lock`; the host's index was kept"));
+            imported.notes.push(kept(
+                "a git on the host holds `index.lock`; the host's index was kept",
+            ));
             return Ok(());
         }
         Err(err) => return Err(GitError::io("create", &lock)(err)),
@@ -847,7 +855,10 @@ fn import_index(
 /// ref — and a tree past [`MAX_REFS`] entries is refused.
 fn read_refs(view: &View, base: &Path) -> Result<BTreeMap<String, Target>, GitError> {
     let mut refs = BTreeMap::new();
-    match view.read(&WsPath::name(b"packed-refs").expect("a plain name"), MAX_PACKED_REFS + 1) {
+    match view.read(
+        &WsPath::name(b"packed-refs").expect("a plain name"),
+        MAX_PACKED_REFS + 1,
+    ) {
         Ok(Some(read)) if read.bytes.len() > MAX_PACKED_REFS => {
             return Err(GitError::Objects(format!(
                 "`packed-refs` is larger than {MAX_PACKED_REFS} bytes"
@@ -1074,7 +1085,12 @@ mod tests {
             (b"..", file, true),
             (b"a/b", file, true),
         ] {
-            assert_eq!(forbidden(name, mode), refused, "{:?}", String::from_utf8_lossy(name));
+            assert_eq!(
+                forbidden(name, mode),
+                refused,
+                "{:?}",
+                String::from_utf8_lossy(name)
+            );
         }
         assert!(forbidden(&[b'a', 0, b'b'], file), "a NUL");
     }

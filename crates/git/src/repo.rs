@@ -405,6 +405,9 @@ impl Repo {
     }
 }
 
+/// A pack file found by [`store_packs`]: its path, size and mtime.
+pub(crate) type StorePack = (WsPath, u64, (i64, u32));
+
 /// The packs in the object store of the git directory `base` seen through `view`, each with its
 /// size and mtime, after checking the store holds only real directories and regular files
 /// (gitoxide opens objects by path, and one planted link or FIFO would make the host read a file
@@ -414,7 +417,7 @@ pub(crate) fn store_packs(
     view: &View,
     base: &Path,
     started: Option<i64>,
-) -> Result<Vec<(WsPath, u64, (i64, u32))>, GitError> {
+) -> Result<Vec<StorePack>, GitError> {
     let top = WsPath::name(b"objects").expect("a plain name");
     let refused = |path: &WsPath| GitError::LinkedGitDir(base.join(path.shown()));
     match view.meta(&top).map_err(|_| refused(&top))? {

@@ -23,7 +23,9 @@ fn pipeline(script: &str) -> String {
 }
 
 fn subject(ws: &Path, rev: &str) -> String {
-    git(ws, &["log", "-1", "--format=%s", rev]).trim().to_owned()
+    git(ws, &["log", "-1", "--format=%s", rev])
+        .trim()
+        .to_owned()
 }
 
 /// The entries the sandbox must not be able to create in the host's git directory.
@@ -86,14 +88,16 @@ fn a_commit_in_the_sandbox_lands_on_a_fresh_git_init_and_the_host_git_dir_gains_
 fn private_holds(state: &Path, relative: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let found = std::fs::read_dir(state.join("git")).ok().is_some_and(|keys| {
-            keys.flatten().any(|key| {
-                std::fs::read_dir(key.path()).ok().is_some_and(|dirs| {
-                    dirs.flatten()
-                        .any(|d| d.path().is_dir() && d.path().join(relative).exists())
+        let found = std::fs::read_dir(state.join("git"))
+            .ok()
+            .is_some_and(|keys| {
+                keys.flatten().any(|key| {
+                    std::fs::read_dir(key.path()).ok().is_some_and(|dirs| {
+                        dirs.flatten()
+                            .any(|d| d.path().is_dir() && d.path().join(relative).exists())
+                    })
                 })
-            })
-        });
+            });
         if found {
             return;
         }
@@ -119,13 +123,25 @@ fn a_branch_the_host_moved_during_the_session_is_kept_and_the_sessions_commit_is
     open_gate(&f);
     assert_eq!(child.wait().expect("wait").code(), Some(0));
     let printed = std::io::read_to_string(stderr_pipe).expect("stderr");
-    assert_eq!(subject(&f.ws, "main"), "host", "the host's commit is not clobbered");
-    let rescued = git(&f.ws, &["for-each-ref", "--format=%(refname)", "refs/cordon/rescued/"]);
+    assert_eq!(
+        subject(&f.ws, "main"),
+        "host",
+        "the host's commit is not clobbered"
+    );
+    let rescued = git(
+        &f.ws,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/cordon/rescued/",
+        ],
+    );
     let rescued = rescued.trim();
     assert!(rescued.ends_with("/heads/main"), "{rescued:?}");
     assert_eq!(subject(&f.ws, rescued), "sandbox");
     assert!(
-        printed.contains("`refs/heads/main` was left as the host has it") && printed.contains(rescued),
+        printed.contains("`refs/heads/main` was left as the host has it")
+            && printed.contains(rescued),
         "{printed}"
     );
 }
@@ -141,7 +157,11 @@ fn a_branch_checked_out_in_the_sandbox_is_checked_out_on_the_host() {
         "refs/heads/topic"
     );
     assert_eq!(subject(&f.ws, "HEAD"), "topical");
-    assert_eq!(subject(&f.ws, "main"), "pipeline", "main stays where it was");
+    assert_eq!(
+        subject(&f.ws, "main"),
+        "pipeline",
+        "main stays where it was"
+    );
 }
 
 #[test]
@@ -157,7 +177,11 @@ fn planted_refs_and_a_submodule_entry_are_not_imported_while_the_sessions_branch
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(subject(&f.ws, "main"), "control", "the control is imported");
     let refs = git(&f.ws, &["for-each-ref", "--format=%(refname)"]);
-    assert_eq!(refs.trim(), "refs/heads/main", "no planted ref came: {refs}");
+    assert_eq!(
+        refs.trim(),
+        "refs/heads/main",
+        "no planted ref came: {refs}"
+    );
     let staged = git(&f.ws, &["ls-files", "--stage"]);
     assert!(!staged.contains("160000"), "{staged}");
     assert!(
@@ -177,7 +201,11 @@ fn an_object_stored_under_another_objects_name_refuses_the_whole_import() {
     let f = Fixture::new(&pipeline(&script));
     let out = f.run(&[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(subject(&f.ws, "main"), "pipeline", "nothing of the session came");
+    assert_eq!(
+        subject(&f.ws, "main"),
+        "pipeline",
+        "nothing of the session came"
+    );
     assert!(
         stderr(&out).contains("was not imported") && stderr(&out).contains("whose content is"),
         "{}",
@@ -199,7 +227,11 @@ fn the_git_work_of_a_session_killed_with_cordon_is_imported_by_the_next_session(
     private_holds(&f.state, "done");
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
-    assert_eq!(subject(&f.ws, "main"), "pipeline", "a killed session imports nothing");
+    assert_eq!(
+        subject(&f.ws, "main"),
+        "pipeline",
+        "a killed session imports nothing"
+    );
 
     let (mut resumed, _, stderr_pipe) = f.spawn(&["run", "--resume", &id]);
     open_gate(&f);

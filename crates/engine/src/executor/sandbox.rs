@@ -215,10 +215,7 @@ fn import(private: cordon_git::private::PrivateGit) {
 /// One stderr line per note, escaped (ref names are the sandbox's).
 fn note(notes: &[String]) {
     for line in notes {
-        eprintln!(
-            "cordon: git: {}",
-            cordon_protocol::text::escape_line(line)
-        );
+        eprintln!("cordon: git: {}", cordon_protocol::text::escape_line(line));
     }
 }
 

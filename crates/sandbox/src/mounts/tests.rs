@@ -214,6 +214,7 @@ fn the_git_directory_is_a_read_only_mount_point() {
             ("/work/ws/.git/config".into(), Kind::File),
             ("/work/ws/.git/hooks".into(), Kind::Dir),
         ],
+        covers: Vec::new(),
     });
     check(l, &["bind ro itself /work/ws/.git Dir"]);
 }
@@ -233,6 +234,7 @@ fn allowed_git_mutations_keep_config_and_hooks_read_only() {
             ("/work/ws/.git/config".into(), Kind::File),
             ("/work/ws/.git/hooks".into(), Kind::Dir),
         ],
+        covers: Vec::new(),
     });
     check(
         l,
@@ -297,6 +299,7 @@ fn every_directory_above_a_mask_or_protected_git_entry_is_pinned_as_a_mount_poin
             "/work/ws/meta/gd/objects/info/alternates".into(),
             Kind::File,
         )],
+        covers: Vec::new(),
     });
     l.hide = vec![("/work/ws/config/deep/secrets.yml".into(), Kind::File)];
     check(
@@ -550,4 +553,53 @@ fn deep_targets_pin_each_directory_once() {
         })
         .count();
     assert_eq!(pins, 1000);
+}
+
+#[test]
+fn a_private_git_directory_is_mounted_writable_with_the_hosts_entries_read_only_over_it() {
+    let mut l = layout();
+    l.git_mutations = GitMutations::Allow;
+    let cover = |path: &str, kind| Mounted {
+        path: path.into(),
+        source: Source::Descriptor {
+            index: 1,
+            check: Check::Detached,
+        },
+        kind,
+    };
+    l.git = Some(GitLayout {
+        dot_git_file: None,
+        dirs: vec![Mounted {
+            path: "/work/ws/.git".into(),
+            source: Source::Descriptor {
+                index: 0,
+                check: Check::Detached,
+            },
+            kind: Kind::Dir,
+        }],
+        protected: Vec::new(),
+        covers: vec![
+            cover("/work/ws/.git/config", Kind::File),
+            cover("/work/ws/.git/cordon-objects", Kind::Dir),
+        ],
+    });
+    let plan = plan(&l);
+    let at = |target: &str| {
+        plan.steps
+            .iter()
+            .position(|s| s.target() == Path::new(target))
+            .unwrap_or_else(|| panic!("{target} is mounted"))
+    };
+    assert!(at("/work/ws") < at("/work/ws/.git"));
+    assert!(at("/work/ws/.git") < at("/work/ws/.git/config"));
+    for (target, expected) in [
+        ("/work/ws/.git", Access::ReadWrite),
+        ("/work/ws/.git/config", Access::ReadOnly),
+        ("/work/ws/.git/cordon-objects", Access::ReadOnly),
+    ] {
+        match &plan.steps[at(target)] {
+            Step::Bind { access, .. } => assert_eq!(*access, expected, "{target}"),
+            other => panic!("{target}: {other:?}"),
+        }
+    }
 }
