@@ -117,13 +117,22 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
             }
             Err(err) => return Err(AgentError::Provider(err)),
         };
+        // An upstream that reports no usage (every real call has input) is counted by
+        // estimate, marked so, so budgets still bound it.
+        let unreported = response.usage.input_tokens == 0 && response.usage.output_tokens == 0;
+        let (input_tokens, output_tokens) = if unreported {
+            (request.estimated_tokens(), response.estimated_tokens())
+        } else {
+            (response.usage.input_tokens, response.usage.output_tokens)
+        };
         journal
             .event(Event::LlmResponse {
                 model: response.model.clone(),
-                input_tokens: response.usage.input_tokens,
-                output_tokens: response.usage.output_tokens,
+                input_tokens,
+                output_tokens,
                 latency_ms: u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX),
                 source: LlmSource::Agent,
+                estimated: unreported.then_some(true),
             })
             .map_err(AgentError::Journal)?;
         if let Some(text) = response.text.as_deref().filter(|t| !t.trim().is_empty()) {

@@ -61,6 +61,45 @@ pub struct Request {
     pub temperature: Option<f64>,
 }
 
+/// The bytes a token stands for when the upstream reports no usage (DESIGN §18).
+pub const BYTES_PER_TOKEN: u64 = 4;
+
+impl Request {
+    /// The tokens this request is estimated to cost when the upstream reports none: its text
+    /// (system prompt, messages, tool calls and results, tool definitions), 4 bytes a token.
+    pub fn estimated_tokens(&self) -> u64 {
+        let mut bytes = self.system.len();
+        for message in &self.messages {
+            bytes += match message {
+                Message::User { text } => text.len(),
+                Message::Assistant { text, tool_calls } => {
+                    text.as_ref().map_or(0, String::len) + calls_len(tool_calls)
+                }
+                Message::Tool { call_id, output, .. } => call_id.len() + output.len(),
+            };
+        }
+        for tool in &self.tools {
+            bytes += tool.name.len() + tool.description.len() + tool.parameters.to_string().len();
+        }
+        (bytes as u64).div_ceil(BYTES_PER_TOKEN)
+    }
+}
+
+impl Response {
+    /// The tokens this answer is estimated to cost when the upstream reports none.
+    pub fn estimated_tokens(&self) -> u64 {
+        let bytes = self.text.as_ref().map_or(0, String::len) + calls_len(&self.tool_calls);
+        (bytes as u64).div_ceil(BYTES_PER_TOKEN)
+    }
+}
+
+fn calls_len(calls: &[ToolCall]) -> usize {
+    calls
+        .iter()
+        .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+        .sum()
+}
+
 #[cfg(test)]
 impl Request {
     /// A call by `step` attempt `attempt` to model `m` with nothing in it, for the tests of

@@ -200,6 +200,8 @@ impl Progress {
             let _ = write!(err, "\x1b[{}A\r\x1b[J", inner.drawn);
             inner.drawn = 0;
         }
+        // This process no longer holds the run: a step it left open was interrupted.
+        inner.view.set_held(false);
         let _ = write!(err, "{}", summary(&inner.view, now_millis()));
         let _ = err.flush();
     }
@@ -495,18 +497,35 @@ fn first_line(text: &str) -> &str {
 /// The table printed when the run ends (or stops).
 fn summary(view: &RunView, now: u64) -> String {
     let width = name_width(view);
-    // Tokens only when a model was called: a pipeline of commands keeps its narrow table.
+    // Tokens only when a model was called: a pipeline of commands keeps its narrow table; cost
+    // only when the pipeline has `llm.pricing`.
     let tokens = view.tokens_in + view.tokens_out > 0;
+    let priced = tokens && view.graph.pricing.is_some();
+    // A step left open by a process that no longer holds the run was interrupted there.
+    let interrupted = |step: &cordon_web::StepView| step.is_open() && !view.held;
+    let status_width = if view.steps().iter().any(interrupted) {
+        11
+    } else {
+        7
+    };
     let mut out = format!(
-        "{:<width$}  {:<7}  {:>6}  {:>7}  {:>7}",
+        "{:<width$}  {:<status_width$}  {:>6}  {:>7}  {:>7}",
         "step", "status", "starts", "attempt", "time"
     );
     if tokens {
         out.push_str(&format!("  {:>8}", "tokens"));
     }
+    if priced {
+        out.push_str(&format!("  {:>9}", "cost"));
+    }
     out.push('\n');
     for step in view.steps() {
         let status = step.status(view.held);
+        let shown_status = if interrupted(step) {
+            "interrupted"
+        } else {
+            status.as_str()
+        };
         let attempt = step
             .attempt
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
@@ -514,19 +533,26 @@ fn summary(view: &RunView, now: u64) -> String {
             .filter(|_| status != StepStatus::Pending)
             .map_or_else(|| "-".to_owned(), duration);
         out.push_str(&format!(
-            "{:<width$}  {:<7}  {:>6}  {attempt:>7}  {time:>7}",
+            "{:<width$}  {shown_status:<status_width$}  {:>6}  {attempt:>7}  {time:>7}",
             step.name.as_str(),
-            status.as_str(),
             step.attempts
         ));
+        let used = step.tokens_in + step.tokens_out;
         if tokens {
-            let used = step.tokens_in + step.tokens_out;
             let shown = if used == 0 {
                 "-".to_owned()
             } else {
                 count(used)
             };
             out.push_str(&format!("  {shown:>8}"));
+        }
+        if let (true, Some(pricing)) = (priced, &view.graph.pricing) {
+            let shown = if used == 0 {
+                "-".to_owned()
+            } else {
+                dollars(pricing.cost(step.tokens_in, step.tokens_out))
+            };
+            out.push_str(&format!("  {shown:>9}"));
         }
         out.push('\n');
     }
@@ -542,9 +568,15 @@ fn summary(view: &RunView, now: u64) -> String {
             format!("{}: {}", outcome.as_str(), escape_line(first_line(reason)))
         }
         (Some(outcome), None) => outcome.as_str().to_owned(),
-        (None, _) => format!("stopped; continue with `cordon run --resume {}`", view.id),
+        // Stopped with a reason (a spent budget): the reason, and how to go on.
+        (None, Some(reason)) => format!(
+            "stopped: {}; continue with `cordon run --resume {}` and a higher limit",
+            escape_line(first_line(reason)),
+            view.id
+        ),
+        (None, None) => format!("stopped; continue with `cordon run --resume {}`", view.id),
     };
-    let used = if tokens {
+    let mut used = if tokens {
         format!(
             ", {} tokens: {} in, {} out",
             count(view.tokens_in + view.tokens_out),
@@ -554,11 +586,22 @@ fn summary(view: &RunView, now: u64) -> String {
     } else {
         String::new()
     };
+    if let (true, Some(pricing)) = (priced, &view.graph.pricing) {
+        used.push_str(&format!(
+            ", {}",
+            dollars(pricing.cost(view.tokens_in, view.tokens_out))
+        ));
+    }
     out.push_str(&format!(
         "run {} {ending} (attempt {}{total}{used})\n",
         view.id, view.attempt
     ));
     out
+}
+
+/// `$0.0123`: US dollars to four decimals (a cent would hide a cheap model's calls).
+fn dollars(amount: f64) -> String {
+    format!("${amount:.4}")
 }
 
 /// `812`, `12,345`, `1,234,567`.

@@ -57,8 +57,10 @@ pub struct LaneCall {
     pub model: String,
     /// The upstream's status code.
     pub status: u16,
-    /// Token counts the answer reported (0 when it reported none).
+    /// Token counts the answer reported; estimated (4 bytes a token of the request and answer
+    /// bodies, `estimated` set) for a successful answer that reported none.
     pub usage: Usage,
+    pub estimated: bool,
     pub latency: Duration,
 }
 
@@ -69,6 +71,11 @@ pub trait LaneSink: Send + Sync {
     fn request(&self, model: &str);
     /// Its answer was passed on (or failed upstream).
     fn response(&self, call: &LaneCall);
+    /// Whether a call may be forwarded now: `Err(reason)` (a run's budget is exhausted) makes
+    /// the lane answer 429 with the reason instead, reporting nothing.
+    fn admit(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A lane's settings.

@@ -919,6 +919,7 @@ steps:
             output_tokens: 0,
             latency_ms: 0,
             source: cordon_protocol::event::LlmSource::Agent,
+            estimated: None,
         };
         let finished = Event::StepFinished {
             attempt: Attempt::FIRST,

@@ -41,6 +41,8 @@ pub struct Egress {
     bounds: GrantBounds,
     /// The model lane's upstream client, when a step has `model_lane: true`.
     lane: Option<cordon_egress::lane::Lane>,
+    /// The run's budget, which every lane call counts against (and is refused by, once spent).
+    meter: crate::budget::Meter,
 }
 
 impl Egress {
@@ -64,7 +66,14 @@ impl Egress {
             listening,
             bounds: bounds(operator),
             lane: None,
+            meter: crate::budget::Meter::unlimited(),
         })
+    }
+
+    /// Counts every lane call against `meter` (the run's budget).
+    pub fn with_meter(mut self, meter: crate::budget::Meter) -> Egress {
+        self.meter = meter;
+        self
     }
 
     /// Gives the run's `model_lane: true` steps their lane to `config`'s upstream (its client,
@@ -87,7 +96,10 @@ impl Egress {
         let lane = self.lane.as_ref().ok_or_else(|| {
             std::io::Error::other("the run has no model lane configured (no `llm` upstream)")
         })?;
-        let sink = Arc::new(crate::lane::LaneEvents { events });
+        let sink = Arc::new(crate::lane::LaneEvents {
+            events,
+            meter: self.meter.clone(),
+        });
         let handle = lane.spawn(self.runtime.handle(), listener, sink)?;
         Ok(SessionLane {
             handle,

@@ -69,6 +69,8 @@ pub struct RunContext<'a> {
     pub tooling: Vec<WsPath>,
     /// Runs agent steps; `None` when the pipeline has none (an agent step then fails).
     pub agents: Option<&'a mut dyn AgentDriver>,
+    /// The run's budget (shared with the model lanes of its sessions).
+    pub meter: crate::budget::Meter,
 }
 
 pub struct Engine<'a> {
@@ -324,6 +326,7 @@ impl<'a> Engine<'a> {
         {
             return Ok(());
         }
+        self.check_budget()?;
         self.append(Some(name), Event::StepStarted { attempt })?;
         // A fresh monitor per attempt: only this attempt's samples can fail it.
         let monitor = match (&self.guard, step.kind.sandbox()) {
@@ -393,6 +396,10 @@ impl<'a> Engine<'a> {
                 reason = Some(reasons.join("; "));
             }
         }
+        // A spent budget takes no route: the attempt is left open, as a provider failure leaves
+        // it, and a resume with a higher limit runs it again (a lane call refused with 429, or
+        // a command stopped by the wall clock, is not the step's verdict).
+        self.check_budget()?;
         let diff = self.diff_blob()?;
         let omitted = self.budget.omitted();
         self.append(
@@ -407,6 +414,17 @@ impl<'a> Engine<'a> {
             },
         )?;
         Ok(())
+    }
+
+    /// Stops the run when a budget limit is reached, appending `budget.exhausted` first.
+    fn check_budget(&mut self) -> Result<(), Failure> {
+        match self.cx.meter.exhausted() {
+            None => Ok(()),
+            Some(exhausted) => {
+                self.append(None, exhausted.event())?;
+                Err(EngineError::Budget(exhausted).into())
+            }
+        }
     }
 
     /// Answers every tool call of `step` still open in the log with `output` (interrupted), so
@@ -682,6 +700,11 @@ impl<'a> Engine<'a> {
                 )
             }
             None => (cordon_pipeline::Network::None, Vec::new(), None),
+        };
+        // The wall clock left bounds every command (a step, a hook, each tool call).
+        let timeout = match (timeout, self.cx.meter.wall_clock_left()) {
+            (Some(own), Some(left)) => Some(own.min(left)),
+            (own, left) => own.or(left),
         };
         let grants = self.grants_for(&network);
         // The lane belongs to the step's own sessions, never to its setup hook.
@@ -1032,6 +1055,29 @@ impl cordon_agent::Journal for EngineJournal<'_, '_> {
                 message: reason.to_owned(),
                 source: None,
             });
+        }
+        // No model call is made once the budget is spent: the run stops before it.
+        if matches!(event, Event::LlmRequest { .. })
+            && let Err(failure) = self.engine.check_budget()
+        {
+            let err = match &failure {
+                Failure::Stop => stopped_error(),
+                Failure::Error(err) => cordon_agent::JournalError {
+                    message: err.to_string(),
+                    source: None,
+                },
+            };
+            self.stopped = Some(failure);
+            return Err(err);
+        }
+        if let Event::LlmResponse {
+            input_tokens,
+            output_tokens,
+            source: cordon_protocol::event::LlmSource::Agent,
+            ..
+        } = &event
+        {
+            self.engine.cx.meter.record(*input_tokens, *output_tokens);
         }
         match self.engine.append(Some(&self.step), event) {
             Ok(_) => Ok(()),

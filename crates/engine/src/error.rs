@@ -22,6 +22,9 @@ pub enum EngineError {
     Agent(#[from] crate::agent::DriverError),
     #[error("the sandbox failed: {0}")]
     Sandbox(String),
+    /// A `budget` limit was reached: the run stops, resumable with a higher limit (exit 1).
+    #[error("{}; resume with a higher limit: `cordon run --resume <RUN_ID> {} <LIMIT>`", .0.reason(), .0.flag())]
+    Budget(crate::budget::Exhausted),
     #[error("cannot {action} `{path}`")]
     Workspace {
         action: &'static str,
@@ -52,6 +55,7 @@ impl EngineError {
             EngineError::Git(_)
             | EngineError::Store(_)
             | EngineError::Sandbox(_)
+            | EngineError::Budget(_)
             | EngineError::Workspace { .. } => ErrorClass::Runtime,
         }
     }

@@ -93,9 +93,11 @@ pub fn lane_config(
     Ok(Some(config))
 }
 
-/// Queues each lane call of one session as its events.
+/// Queues each lane call of one session as its events, counting it against the run's budget
+/// (and refusing calls once it is exhausted).
 pub(crate) struct LaneEvents {
     pub(crate) events: SideEvents,
+    pub(crate) meter: crate::budget::Meter,
 }
 
 impl LaneEvents {
@@ -113,13 +115,23 @@ impl LaneSink for LaneEvents {
     }
 
     fn response(&self, call: &LaneCall) {
+        self.meter
+            .record(call.usage.input_tokens, call.usage.output_tokens);
         self.push(Event::LlmResponse {
             model: call.model.clone(),
             input_tokens: call.usage.input_tokens,
             output_tokens: call.usage.output_tokens,
             latency_ms: u64::try_from(call.latency.as_millis()).unwrap_or(u64::MAX),
             source: LlmSource::Lane,
+            estimated: call.estimated.then_some(true),
         });
+    }
+
+    fn admit(&self) -> Result<(), String> {
+        match self.meter.exhausted() {
+            Some(exhausted) => Err(exhausted.reason()),
+            None => Ok(()),
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod agent_step;
+pub mod budget;
 pub mod egress;
 mod engine;
 mod error;

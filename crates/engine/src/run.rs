@@ -129,6 +129,8 @@ pub struct Request<'a> {
     /// The run's task (`--prompt`, `--prompt-file`): appended to every agent step's task
     /// message, recorded in `run.started`; a resumed run keeps its own.
     pub prompt: Option<String>,
+    /// The budget limits instead of the pipeline's (`--budget-*`), for this process.
+    pub budget: crate::budget::Overrides,
     /// Loads the operator policy for a workspace (refused inside it).
     pub operator: &'a dyn Fn(&Path) -> Result<Operator, String>,
     /// The host environment: key variables, `SSL_CERT_FILE`, the user's git config location.
@@ -175,6 +177,8 @@ pub struct Ready {
     caches: Option<cordon_sandbox::cache::Opened>,
     /// The run's task (`--prompt`), for `run.started` of a fresh run.
     prompt: Option<String>,
+    /// `--budget-*`: the limits instead of the pipeline's.
+    budget: crate::budget::Overrides,
     begin: Begin,
     /// The run to record (fresh runs), with the tooling snapshot.
     row: Option<(RunRow, ToolingSnapshot)>,
@@ -630,6 +634,7 @@ fn fresh(
         passed,
         caches,
         prompt,
+        budget: request.budget,
         begin: Begin::Fresh(max_attempts),
         row: Some((row, snapshot)),
         refresh: request.refresh,
@@ -760,6 +765,7 @@ fn resume(
         passed,
         caches,
         prompt,
+        budget: request.budget,
         begin: if fresh {
             Begin::Fresh(max_attempts)
         } else {
@@ -850,6 +856,15 @@ impl Ready {
             .map_err(|e| RunError::runtime(error_chain(&e)))?;
         let init = cordon_sandbox::InitProgram::current_exe()
             .map_err(|e| RunError::runtime(error_chain(&e)))?;
+        // Usage so far (a resumed run's earlier processes included) against the limits of
+        // this process.
+        let records = self.store.events(self.run)?;
+        let meter = crate::budget::Meter::new(
+            crate::budget::Limits::of(&self.pipeline, &self.budget),
+            self.pipeline.pricing,
+            &records,
+        );
+        drop(records);
         let mut mask = vec![self.store.dir().to_path_buf()];
         mask.extend(self.operator.path.clone());
         let mut executor = SandboxExecutor::new(sandbox_workspace, init, mask)
@@ -867,7 +882,7 @@ impl Ready {
                     .with_lane(config)
                     .map_err(|e| RunError::usage(error_chain(&e)))?;
             }
-            executor = executor.with_egress(Arc::new(egress));
+            executor = executor.with_egress(Arc::new(egress.with_meter(meter.clone())));
         }
         let limits = self.operator.policy.limits;
         let cx = RunContext {
@@ -880,6 +895,7 @@ impl Ready {
             refresh: self.refresh,
             tooling: self.tooling.clone(),
             agents: self.agents.as_mut().map(|d| d as &mut dyn AgentDriver),
+            meter,
         };
         let mut engine = Engine::new(cx, observer)?;
         engine.set_resource_guard(ResourceGuard::new(Limits {

@@ -287,6 +287,7 @@ impl RunState {
             | Event::PolicyRefuse { .. }
             | Event::LlmRequest { .. }
             | Event::LlmResponse { .. }
+            | Event::BudgetExhausted { .. }
             | Event::ArtifactWritten { .. }
             | Event::ResourcesSample { .. }
             | Event::ResourcesWarning { .. }

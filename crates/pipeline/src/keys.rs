@@ -35,6 +35,8 @@ pub(crate) enum Shape {
     },
     /// `2G`, `512M` or a number of bytes.
     Size,
+    /// `90s`, `30m`, `2h` or a number of seconds, greater than 0.
+    Duration,
     Enum(&'static [&'static str]),
     StringList,
     /// A list of values from a fixed set.
@@ -91,6 +93,11 @@ pub(crate) const PIPELINE: Table = Table {
             doc: "The run's attempt budget; each `retry: true` route uses one. Default 3.",
         },
         Key {
+            name: "budget",
+            shape: Shape::Object(&BUDGET),
+            doc: "Limits for the whole run: tokens, cost and wall clock.",
+        },
+        Key {
             name: "isolation",
             shape: Shape::Object(&ISOLATION),
             doc: "Sandbox caps and paths for every step.",
@@ -143,6 +150,63 @@ pub(crate) const LLM: Table = Table {
             name: "transcript",
             shape: Shape::String,
             doc: "The replay provider's JSON Lines transcript, relative to this file.",
+        },
+        Key {
+            name: "pricing",
+            shape: Shape::Object(&PRICING),
+            doc: "What the model costs, in US dollars per million tokens; makes cordon compute cost.",
+        },
+    ],
+};
+
+pub(crate) const PRICING: Table = Table {
+    name: "Pricing",
+    what: "`llm.pricing`",
+    doc: "US dollars per million tokens.",
+    required: &["input", "output"],
+    keys: &[
+        Key {
+            name: "input",
+            shape: Shape::Number {
+                minimum: 0.0,
+                maximum: None,
+            },
+            doc: "Per million input tokens (cached input included), like `3`.",
+        },
+        Key {
+            name: "output",
+            shape: Shape::Number {
+                minimum: 0.0,
+                maximum: None,
+            },
+            doc: "Per million output tokens, like `15`.",
+        },
+    ],
+};
+
+pub(crate) const BUDGET: Table = Table {
+    name: "Budget",
+    what: "`budget`",
+    doc: "Limits for the whole run; when one is reached no further model call is made and the run stops, resumable with a higher limit (`--budget-tokens`, `--budget-cost`, `--budget-wall-clock`).",
+    required: &[],
+    keys: &[
+        Key {
+            name: "tokens",
+            shape: Shape::Positive,
+            doc: "Input + output tokens of every model call in the run.",
+        },
+        Key {
+            name: "cost_usd",
+            shape: Shape::Number {
+                minimum: 0.000001,
+                maximum: None,
+            },
+            doc: "US dollars at `llm.pricing` (which it needs).",
+        },
+        Key {
+            name: "wall_clock",
+            shape: Shape::Duration,
+            doc: "Time a cordon process held the run, like `90s`, `30m` or `2h`; not restarted by a resume.",
         },
     ],
 };

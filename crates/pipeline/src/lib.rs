@@ -21,6 +21,7 @@ pub mod schema;
 mod secret;
 mod size;
 mod validate;
+pub use validate::{parse_amount, parse_duration};
 mod yaml;
 
 pub use agent::{Agent, AgentName, Temperature, Tool};
@@ -32,6 +33,7 @@ pub use isolation::{
 pub use llm::Llm;
 pub use load::{Disk, Files, Loaded, load, load_str};
 pub use model::{
+    Budget, Pricing,
     Action, AgentStep, CommandSpec, CommandStep, DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_ITERATIONS, Pipeline, Route, Sandboxed, Setup, Step, StepKind, StepName, Timeout,
     Verdicts,

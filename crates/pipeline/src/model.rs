@@ -31,6 +31,35 @@ pub struct Pipeline {
     pub steps: Vec<Step>,
     /// Every agent file a step refers to, by name.
     pub agents: BTreeMap<AgentName, Agent>,
+    /// The run's limits (`budget`); all unset when not given.
+    pub budget: Budget,
+    /// `llm.pricing`: what the model costs, for cost and `budget.cost_usd`.
+    pub pricing: Option<Pricing>,
+}
+
+/// `budget: {tokens, cost_usd, wall_clock}` (DESIGN §12): each limit bounds the whole run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Budget {
+    /// Input + output tokens of every model call.
+    pub tokens: Option<NonZeroU64>,
+    /// US dollars, at `llm.pricing`.
+    pub cost_usd: Option<f64>,
+    /// Time during which a cordon process held the run, whole seconds.
+    pub wall_clock: Option<NonZeroU64>,
+}
+
+/// `llm.pricing: {input, output}`: US dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pricing {
+    pub input: f64,
+    pub output: f64,
+}
+
+impl Pricing {
+    /// What `input` and `output` tokens cost, in US dollars.
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input + output as f64 * self.output) / 1_000_000.0
+    }
 }
 
 impl Pipeline {

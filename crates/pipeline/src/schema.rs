@@ -123,6 +123,12 @@ fn shape(shape: &Shape) -> Value {
                 {"type": "integer", "minimum": 1}
             ]
         }),
+        Shape::Duration => json!({
+            "oneOf": [
+                {"type": "string", "pattern": "^[0-9]+[smh]?$"},
+                {"type": "integer", "minimum": 1}
+            ]
+        }),
         Shape::Enum(values) => json!({"enum": values}),
         Shape::StringList => json!({"type": "array", "items": {"type": "string", "minLength": 1}}),
         Shape::StringMap => {

@@ -1,6 +1,7 @@
 //! From the spanned YAML tree to the typed `Pipeline`, checking every rule of DESIGN §3 and
 //! reporting every problem in one pass.
 
+mod budget;
 mod graph;
 mod isolation;
 mod llm;
@@ -21,6 +22,7 @@ use crate::yaml::Node;
 use crate::{Agent, AgentName, EnvName, Isolation, Network, RelPath, RelPathError};
 
 pub(crate) use network::decode as network;
+pub use budget::{parse_amount, parse_duration};
 
 /// Reads an agent file for a step: `(name, where the step names it)`. Reports its own problems
 /// and returns `None` when the agent is unusable.
@@ -36,6 +38,24 @@ pub(crate) fn pipeline(
     let fields = decode::fields(out, root, &keys::PIPELINE)?;
     let name = fields.get("name").and_then(|n| pipeline_name(out, n));
     let llm = fields.get("llm").map(|n| llm::llm(out, n));
+    let pricing = match fields.get("llm") {
+        Some(n) => budget::pricing(out, n),
+        None => Some(None),
+    };
+    let budget = match fields.get("budget") {
+        Some(n) => budget::budget(out, n),
+        None => Some(crate::Budget::default()),
+    };
+    if budget.as_ref().is_some_and(|b| b.cost_usd.is_some())
+        && matches!(pricing, Some(None))
+        && let Some(at) = fields.get("budget").map(|n| n.at)
+    {
+        out.error(
+            at,
+            "`budget.cost_usd` needs `llm.pricing` to count cost; add `pricing: {input: 3, \
+             output: 15}` (US dollars per million tokens) under `llm`",
+        );
+    }
     let agents_dir = match fields.get("agents_dir") {
         Some(n) => rel_path(out, n, "agents_dir"),
         None => RelPath::parse(DEFAULT_AGENTS_DIR).ok(),
@@ -94,6 +114,8 @@ pub(crate) fn pipeline(
         secrets: secrets?,
         steps: steps?,
         agents: agents?,
+        budget: budget?,
+        pricing: pricing?,
     })
 }
 

@@ -168,6 +168,19 @@ pub enum Event {
         output_tokens: u64,
         latency_ms: u64,
         source: LlmSource,
+        /// The counts are cordon's estimate (4 bytes a token of the request and the answer):
+        /// the upstream reported none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        estimated: Option<bool>,
+    },
+    /// A `budget` limit was reached (DESIGN §12): no further model call is made and the run
+    /// stops, resumable with a higher limit. `kind` is `tokens`, `cost_usd` or `wall_clock`
+    /// (seconds).
+    #[serde(rename = "budget.exhausted")]
+    BudgetExhausted {
+        kind: String,
+        used: serde_json::Number,
+        limit: serde_json::Number,
     },
     #[serde(rename = "tool.call")]
     ToolCall {
@@ -233,6 +246,7 @@ impl Event {
             Event::PolicyRefuse { .. } => "policy.refuse",
             Event::LlmRequest { .. } => "llm.request",
             Event::LlmResponse { .. } => "llm.response",
+            Event::BudgetExhausted { .. } => "budget.exhausted",
             Event::ToolCall { .. } => "tool.call",
             Event::ToolResult { .. } => "tool.result",
             Event::ArtifactWritten { .. } => "artifact.written",
@@ -258,6 +272,7 @@ impl Event {
             | Event::SetupRan { .. }
             | Event::PolicyGrant { .. }
             | Event::PolicyRefuse { .. }
+            | Event::BudgetExhausted { .. }
             | Event::CommitCreated { .. } => true,
             // A route is recomputed from `step.finished` and the pipeline when it is lost, and
             // the next `step.started` makes it durable anyway.

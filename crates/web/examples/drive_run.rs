@@ -158,6 +158,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         output_tokens: 50,
                         latency_ms: 5,
                         source: LlmSource::Lane,
+                        estimated: None,
                     },
                 )?;
                 finish("test", two, Verdict::Pass, None)?;

@@ -24,11 +24,28 @@ pub struct GraphStep {
 }
 
 /// The steps in pipeline order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Graph {
     pub steps: Vec<GraphStep>,
     /// True when the graph was pieced together from events (steps that never ran are missing).
     pub derived: bool,
+    /// The pipeline's `llm.pricing`, when it has one: costs are shown only then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<Pricing>,
+}
+
+/// US dollars per million tokens (`llm.pricing`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Pricing {
+    pub input: f64,
+    pub output: f64,
+}
+
+impl Pricing {
+    /// What `input` and `output` tokens cost, in US dollars.
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input + output as f64 * self.output) / 1_000_000.0
+    }
 }
 
 impl Graph {
@@ -37,6 +54,7 @@ impl Graph {
         Graph {
             steps: Vec::new(),
             derived: true,
+            pricing: None,
         }
     }
 

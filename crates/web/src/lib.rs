@@ -27,7 +27,7 @@ use axum::routing::get;
 pub use api::{MAX_EVENTS, RunSummary};
 pub use console::Console;
 pub use error::WebError;
-pub use graph::{Edge, Graph, GraphStep};
+pub use graph::{Edge, Graph, GraphStep, Pricing};
 pub use state::{AppState, DerivedGraphs, GraphSource};
 pub use stream::MAX_STREAMS;
 pub use token::Token;

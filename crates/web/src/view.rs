@@ -111,6 +111,11 @@ impl StepView {
 
     /// `running` only while a live process holds the run; an unfinished step of a run nobody
     /// holds is `pending` (it re-runs from its start on resume).
+    /// Whether its latest attempt started and did not finish.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
     pub fn status(&self, held: bool) -> StepStatus {
         match (self.open, self.verdict) {
             (true, _) if held => StepStatus::Running,
@@ -258,9 +263,10 @@ impl RunView {
             } => {
                 self.attempt = attempt.get();
                 self.max_attempts = Some(*max_attempts);
-                // A resumed run that had failed is running again.
+                // A resumed run that had failed (or spent its budget) is running again.
                 self.outcome = None;
                 self.finished = None;
+                self.reason = None;
             }
             Event::RunFinished { outcome, reason } => {
                 self.outcome = Some(*outcome);
@@ -268,6 +274,10 @@ impl RunView {
                 self.finished = Some(ts);
             }
             Event::AttemptRetry { attempt, .. } => self.attempt = attempt.get(),
+            // Why the run stopped, until a resume with a higher limit runs it again.
+            Event::BudgetExhausted { kind, used, limit } => {
+                self.reason = Some(format!("budget exhausted: {kind} {used} of {limit}"));
+            }
             Event::LlmResponse {
                 input_tokens,
                 output_tokens,

@@ -68,6 +68,37 @@ pub struct Args {
     /// As --prompt, the text read from FILE (a regular file of at most 1 MiB, UTF-8)
     #[arg(long, value_name = "FILE")]
     prompt_file: Option<PathBuf>,
+    /// The run's token budget (input + output of every model call), instead of the pipeline's
+    /// `budget.tokens`; raise it to resume a run that spent its budget
+    #[arg(long, value_name = "N")]
+    budget_tokens: Option<std::num::NonZeroU64>,
+    /// The run's cost budget in US dollars (needs `llm.pricing`), instead of `budget.cost_usd`
+    #[arg(long, value_name = "USD", value_parser = usd)]
+    budget_cost: Option<f64>,
+    /// The run's wall-clock budget (`90s`, `30m`, `2h`: time a cordon process held the run,
+    /// not restarted by a resume), instead of `budget.wall_clock`
+    #[arg(long, value_name = "DURATION", value_parser = wall_clock)]
+    budget_wall_clock: Option<std::num::NonZeroU64>,
+}
+
+fn usd(text: &str) -> Result<f64, String> {
+    cordon_pipeline::parse_amount(text)
+        .filter(|v| *v > 0.0)
+        .ok_or_else(|| "expected US dollars greater than 0, like `5` or `0.50`".to_owned())
+}
+
+fn wall_clock(text: &str) -> Result<std::num::NonZeroU64, String> {
+    cordon_pipeline::parse_duration(text)
+        .ok_or_else(|| "expected a duration greater than 0, like `90s`, `30m` or `2h`".to_owned())
+}
+
+/// The `--budget-*` flags.
+pub fn budget(args: &Args) -> cordon_engine::budget::Overrides {
+    cordon_engine::budget::Overrides {
+        tokens: args.budget_tokens,
+        cost_usd: args.budget_cost,
+        wall_clock: args.budget_wall_clock,
+    }
 }
 
 /// The most bytes `--prompt-file` reads.

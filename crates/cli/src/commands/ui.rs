@@ -160,6 +160,10 @@ pub fn graph(pipeline: &Pipeline) -> Graph {
     Graph {
         steps,
         derived: false,
+        pricing: pipeline.pricing.map(|p| cordon_web::Pricing {
+            input: p.input,
+            output: p.output,
+        }),
     }
 }
 

@@ -31,6 +31,7 @@ fn graph() -> Graph {
             step("test", "success", "dev", true),
         ],
         derived: false,
+        pricing: None,
     }
 }
 
@@ -230,23 +231,46 @@ fn the_summary_counts_model_tokens_per_step_and_for_the_run_when_there_are_any()
                 output_tokens: output,
                 latency_ms: 10,
                 source: cordon_protocol::event::LlmSource::Agent,
+                estimated: None,
             },
         ));
     }
     insta::assert_snapshot!(summary(&view(&records, false), T0 + 9_000), @r"
-    step  status   starts  attempt     time    tokens
-    dev   pending       2        2        -    11,534
-    test  failed        1        1     3.1s        10
+    step  status       starts  attempt     time    tokens
+    dev   interrupted       2        2        -    11,534
+    test  failed            1        1     3.1s        10
     run 00000001000000000000000000 stopped; continue with `cordon run --resume 00000001000000000000000000` (attempt 2, 11,544 tokens: 11,205 in, 339 out)
+    ");
+    // Priced, and stopped by a spent budget: cost per step and for the run, and the reason.
+    records.push(record(
+        23,
+        4_500,
+        None,
+        Event::BudgetExhausted {
+            kind: "tokens".into(),
+            used: 11_544.into(),
+            limit: 10_000.into(),
+        },
+    ));
+    let mut priced = view(&records, false);
+    priced.graph.pricing = Some(cordon_web::Pricing {
+        input: 3.0,
+        output: 15.0,
+    });
+    insta::assert_snapshot!(summary(&priced, T0 + 9_000), @r"
+    step  status       starts  attempt     time    tokens       cost
+    dev   interrupted       2        2        -    11,534    $0.0386
+    test  failed            1        1     3.1s        10    $0.0001
+    run 00000001000000000000000000 stopped: budget exhausted: tokens 11544 of 10000; continue with `cordon run --resume 00000001000000000000000000` and a higher limit (attempt 2, 11,544 tokens: 11,205 in, 339 out, $0.0387)
     ");
 }
 
 #[test]
-fn an_interrupted_run_summary_shows_the_unfinished_step_pending_and_how_to_resume() {
+fn an_interrupted_run_summary_shows_the_unfinished_step_interrupted_and_how_to_resume() {
     insta::assert_snapshot!(summary(&view(&history(), false), T0 + 9_000), @r"
-    step  status   starts  attempt     time
-    dev   pending       2        2        -
-    test  failed        1        1     3.1s
+    step  status       starts  attempt     time
+    dev   interrupted       2        2        -
+    test  failed            1        1     3.1s
     run 00000001000000000000000000 stopped; continue with `cordon run --resume 00000001000000000000000000` (attempt 2)
     ");
 }

@@ -166,6 +166,14 @@ async fn serve(
             return reply(&mut stream, &refusal).await;
         }
     };
+    if let Err(message) = sink.admit() {
+        let refusal = Refusal {
+            status: 429,
+            reason: "budget_exhausted",
+            message,
+        };
+        return reply(&mut stream, &refusal).await;
+    }
     // Only a call being forwarded holds one of the listener's slots.
     let Ok(_slot) = slots.acquire().await else {
         return Ok(());
@@ -186,19 +194,22 @@ async fn forward(
         .unwrap_or_else(|| shared.config.model.clone());
     let url = format!("{}{target}", shared.config.root);
     let headers = upstream_headers(&request.headers, &shared.config.auth);
+    let body = with_streamed_usage(target, request.body);
+    let sent_bytes = body.len() as u64;
     sink.request(&model);
     let started = Instant::now();
     let mut call = LaneCall {
         model,
         status: 502,
         usage: Usage::default(),
+        estimated: false,
         latency: Duration::ZERO,
     };
     let sent = shared
         .client
         .post(&url)
         .headers(headers)
-        .body(request.body)
+        .body(body)
         .send()
         .await;
     let mut response = match sent {
@@ -259,6 +270,7 @@ async fn forward(
         .to_owned();
     let mut scanner = UsageScanner::new(&content_type);
     let mut scrub = Scrub::new(shared.secret());
+    let mut answered_bytes = 0u64;
     let result = async {
         stream
             .write_all(&response_head(call.status, response.headers(), &scrub))
@@ -268,6 +280,7 @@ async fn forward(
         // unbuffered, but for what could be the start of an echoed key.
         while let Some(piece) = response.chunk().await.map_err(std::io::Error::other)? {
             scanner.feed(&piece);
+            answered_bytes += piece.len() as u64;
             stream.write_all(&scrub.piece(&piece)).await?;
             stream.flush().await?;
         }
@@ -276,9 +289,47 @@ async fn forward(
     }
     .await;
     call.usage = scanner.finish();
+    // A successful answer that reported no usage is counted by estimate, so budgets still
+    // bound it (DESIGN §18).
+    if call.usage == Usage::default() && (200..300).contains(&call.status) {
+        call.usage = Usage {
+            input_tokens: sent_bytes.div_ceil(BYTES_PER_TOKEN),
+            output_tokens: answered_bytes.div_ceil(BYTES_PER_TOKEN),
+        };
+        call.estimated = true;
+    }
     call.latency = started.elapsed();
     sink.response(&call);
     result
+}
+
+/// The bytes a token stands for when the upstream reports no usage (DESIGN §18).
+const BYTES_PER_TOKEN: u64 = 4;
+
+/// A streamed OpenAI chat completion (`"stream": true`) asks for its usage
+/// (`stream_options.include_usage`), which such answers otherwise leave out; any other body is
+/// sent as it came.
+fn with_streamed_usage(target: &str, body: Vec<u8>) -> Vec<u8> {
+    if !target.starts_with("/v1/chat/completions") {
+        return body;
+    }
+    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_slice(&body) else {
+        return body;
+    };
+    if object.get("stream") != Some(&serde_json::Value::Bool(true)) {
+        return body;
+    }
+    let options = object
+        .entry("stream_options")
+        .or_insert_with(|| serde_json::json!({}));
+    let Some(options) = options.as_object_mut() else {
+        return body;
+    };
+    if options.contains_key("include_usage") {
+        return body;
+    }
+    options.insert("include_usage".to_owned(), serde_json::Value::Bool(true));
+    serde_json::to_vec(&object).unwrap_or(body)
 }
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), and the ones the

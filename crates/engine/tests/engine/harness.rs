@@ -31,6 +31,8 @@ pub struct Harness {
     /// order from `disk_samples` (none left: the filesystem cannot be sampled).
     pub limits: Option<Limits>,
     pub disk_samples: Rc<RefCell<VecDeque<u8>>>,
+    /// `--budget-*` for the next drive.
+    pub overrides: cordon_engine::budget::Overrides,
 }
 
 /// The guard for `limits` whose workspace samples are taken from `samples` in order (none
@@ -88,6 +90,7 @@ impl Harness {
             run,
             limits: None,
             disk_samples: Rc::default(),
+            overrides: cordon_engine::budget::Overrides::default(),
         }
     }
 
@@ -104,6 +107,12 @@ impl Harness {
             refresh: false,
             tooling: Vec::new(),
             agents,
+            // The pipeline's budget and this harness's flags, against the log so far.
+            meter: cordon_engine::budget::Meter::new(
+                cordon_engine::budget::Limits::of(&self.pipeline, &self.overrides),
+                self.pipeline.pricing,
+                &self.store.events(self.run).expect("events"),
+            ),
         }
     }
 

@@ -107,6 +107,26 @@ fn emit(p: &Pipeline) -> String {
             }
         }
     }
+    if let Some(pricing) = &p.pricing {
+        let _ = writeln!(
+            y,
+            "  pricing: {{input: {}, output: {}}}",
+            pricing.input, pricing.output
+        );
+    }
+    let b = &p.budget;
+    if b.tokens.is_some() || b.cost_usd.is_some() || b.wall_clock.is_some() {
+        let _ = writeln!(y, "budget:");
+        if let Some(t) = b.tokens {
+            let _ = writeln!(y, "  tokens: {t}");
+        }
+        if let Some(c) = b.cost_usd {
+            let _ = writeln!(y, "  cost_usd: {c}");
+        }
+        if let Some(w) = b.wall_clock {
+            let _ = writeln!(y, "  wall_clock: {}", if w.get() % 60 == 0 { format!("{}m", w.get() / 60) } else { format!("{w}s") });
+        }
+    }
     let _ = writeln!(y, "agents_dir: {}", q(p.agents_dir.as_str()));
     let _ = writeln!(y, "context_files: {}", list(&p.context_files));
     let _ = writeln!(y, "max_attempts: {}", p.max_attempts);
@@ -490,6 +510,17 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                 agents_dir: rel("agents"),
                 context_files: vec![rel("README.md")],
                 max_attempts: NonZeroU32::new(attempts).expect("positive"),
+                // From the attempts, so every shape is met: none, some and all limits, with and
+                // without pricing (a cost limit always has it).
+                budget: cordon_pipeline::Budget {
+                    tokens: NonZeroU64::new(u64::from(attempts % 3) * 1000),
+                    cost_usd: (attempts % 2 == 0).then_some(f64::from(attempts) * 0.25),
+                    wall_clock: NonZeroU64::new(u64::from(attempts % 4) * 90),
+                },
+                pricing: (attempts % 4 != 1).then_some(cordon_pipeline::Pricing {
+                    input: f64::from(attempts) * 1.5,
+                    output: 15.0,
+                }),
                 isolation,
                 network,
                 secrets,

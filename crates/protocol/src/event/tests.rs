@@ -151,6 +151,7 @@ fn every_kind() -> Vec<Event> {
             output_tokens: 2,
             latency_ms: 3,
             source: LlmSource::Agent,
+            estimated: None,
         },
         Event::ToolCall {
             id: "1".into(),

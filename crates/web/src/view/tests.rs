@@ -78,6 +78,7 @@ fn declared() -> Graph {
             step("test", "success", "dev", true),
         ],
         derived: false,
+        pricing: None,
     }
 }
 

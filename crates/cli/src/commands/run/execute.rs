@@ -70,6 +70,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         refresh: args.refresh,
         record: args.record.clone(),
         prompt: super::prompt(args).map_err(RunError::usage)?,
+        budget: super::budget(args),
         operator: &operator,
         env: &env,
     };
