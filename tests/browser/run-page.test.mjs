@@ -86,6 +86,8 @@ try {
   const work = mkdtempSync(join(tmpdir(), 'cordon-ui-work-'));
   writeFileSync(join(work, 'pipeline.yaml'), [
     'name: fix-failing-tests',
+    // Priced, though no step calls a model: the header shows the cost, $0.
+    'llm: {provider: openai, model: m, pricing: {input: 3, output: 15}}',
     'max_attempts: 3',
     'steps:',
     '  - name: build',
@@ -140,6 +142,7 @@ try {
   await page.waitForSelector('#run-status[data-status="success"]');
   assert.deepEqual([await nodes(), await consoles(), await tokens()], live);
   assert.equal(live[2], '0', 'a run of commands used no model tokens');
+  assert.equal(await page.locator('[data-cost]').innerText(), '$0.0000', 'a priced run shows its cost');
   assert.deepEqual(live[0], [['build', 'passed', '2'], ['test', 'passed', '2'], ['review', 'passed', '1']]);
   await page.waitForTimeout(300); // the picture only: let the last frame paint
   mkdirSync(join(target, 'browser'), { recursive: true });
@@ -174,6 +177,7 @@ try {
   // The header's tokens follow the live `llm.response` (the test step's lane call), and the
   // server's fold agrees after a reload.
   assert.equal(await page.locator('[data-tokens]').innerText(), '150');
+  assert.equal(await page.locator('[data-cost]').count(), 0, 'no cost without pricing');
   await page.reload();
   await page.waitForSelector('#run-status[data-status="success"]');
   assert.equal(await page.locator('[data-tokens]').innerText(), '150');

@@ -46,7 +46,14 @@ pub(crate) fn pipeline(
         Some(n) => budget::budget(out, n),
         None => Some(crate::Budget::default()),
     };
-    if budget.as_ref().is_some_and(|b| b.cost_usd.is_some())
+    // Said even when another budget key is wrong: every problem in one pass.
+    let cost_limited = fields.get("budget").is_some_and(|n| match &n.kind {
+        crate::yaml::Kind::Map(pairs) => pairs
+            .iter()
+            .any(|(k, _)| k.scalar().is_some_and(|s| s.text == "cost_usd")),
+        _ => false,
+    });
+    if cost_limited
         && matches!(pricing, Some(None))
         && let Some(at) = fields.get("budget").map(|n| n.at)
     {

@@ -74,7 +74,7 @@ pub struct Args {
     budget_tokens: Option<std::num::NonZeroU64>,
     /// The run's cost budget in US dollars (needs `llm.pricing`), instead of `budget.cost_usd`
     #[arg(long, value_name = "USD", value_parser = usd)]
-    budget_cost: Option<f64>,
+    pub(super) budget_cost: Option<f64>,
     /// The run's wall-clock budget (`90s`, `30m`, `2h`: time a cordon process held the run,
     /// not restarted by a resume), instead of `budget.wall_clock`
     #[arg(long, value_name = "DURATION", value_parser = wall_clock)]

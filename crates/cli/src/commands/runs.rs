@@ -58,8 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 });
         if args.json {
             // Appendix B: `kind` (`steps`; outcome runs are not built yet), the run's model
-            // tokens, and `cost_usd`, null while no pricing is configured (`llm.pricing` is
-            // not built yet).
+            // tokens, and `cost_usd` at the run's own `llm.pricing` (null without one).
             let line = serde_json::json!({
                 "id": row.id.to_string(),
                 "pipeline": row.pipeline,
@@ -70,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "kind": "steps",
                 "tokens_in": tokens_in,
                 "tokens_out": tokens_out,
-                "cost_usd": serde_json::Value::Null,
+                "cost_usd": cost(&store, &row, tokens_in, tokens_out),
             });
             println!("{line}");
         } else {
@@ -81,4 +80,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's cost at the `llm.pricing` of the pipeline it ran (from its tooling snapshot, so an
+/// edited pipeline does not reprice it); null without pricing. Rounded to a millionth.
+fn cost(
+    store: &Store,
+    row: &cordon_store::RunRow,
+    tokens_in: u64,
+    tokens_out: u64,
+) -> serde_json::Value {
+    let pricing = cordon_engine::run::ToolingSnapshot::stored(store, row)
+        .ok()
+        .and_then(|snapshot| snapshot.pipeline(&row.pipeline_file, &row.workspace).ok())
+        .and_then(|loaded| loaded.pipeline.pricing);
+    match pricing {
+        Some(pricing) => {
+            let cost = pricing.cost(tokens_in, tokens_out);
+            serde_json::json!((cost * 1_000_000.0).round() / 1_000_000.0)
+        }
+        None => serde_json::Value::Null,
+    }
 }

@@ -87,7 +87,7 @@ pub(crate) fn openai_server(replies: Vec<serde_json::Value>) -> (String, Arc<Mut
     (url, seen)
 }
 
-fn agent_fixture(llm: &str, extra_files: &[(&str, &str)]) -> Fixture {
+pub(crate) fn agent_fixture(llm: &str, extra_files: &[(&str, &str)]) -> Fixture {
     let pipeline = format!(
         "name: demo\nllm: {llm}\nsteps:\n  - name: dev\n    agent: dev\n    timeout: 120\n"
     );
@@ -109,7 +109,7 @@ fn agent_fixture(llm: &str, extra_files: &[(&str, &str)]) -> Fixture {
     f
 }
 
-fn events(f: &Fixture) -> Vec<serde_json::Value> {
+pub(crate) fn events(f: &Fixture) -> Vec<serde_json::Value> {
     let out = f
         .cordon(&["logs", "--last", "--json"])
         .output()
@@ -270,7 +270,10 @@ fn an_agent_step_killed_mid_tool_call_resumes_with_the_call_answered_as_interrup
     assert_eq!(results[&call_ids[3]][0]["output"], "second\n");
 }
 
-fn chat(content: Option<&str>, calls: &[(&str, &str, serde_json::Value)]) -> serde_json::Value {
+pub(crate) fn chat(
+    content: Option<&str>,
+    calls: &[(&str, &str, serde_json::Value)],
+) -> serde_json::Value {
     let calls: Vec<serde_json::Value> = calls
         .iter()
         .map(|(id, name, args)| {

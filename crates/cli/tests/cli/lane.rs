@@ -382,3 +382,65 @@ steps:
         "no request got through an untrusted TLS session"
     );
 }
+
+/// Two Anthropic-style calls through the lane; each status, refusal reason and body to
+/// `lane.txt`.
+const TWO_CALLS: &str = r#"
+import http.client, json, os, urllib.parse
+out = open("lane.txt", "w")
+u = urllib.parse.urlparse(os.environ["ANTHROPIC_BASE_URL"])
+for _ in range(2):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.request("POST", "/v1/messages", body=json.dumps({"model": "claude-test"}),
+              headers={"x-api-key": os.environ["ANTHROPIC_API_KEY"]})
+    r = c.getresponse()
+    out.write(f"{r.status} {r.getheader('X-Cordon-Reason')} {r.read().decode()}\n")
+out.close()
+"#;
+
+#[test]
+fn a_spent_budget_makes_the_lane_answer_429_and_stops_the_run_before_the_step_is_judged() {
+    let (url, provider) = fake_provider();
+    let f = Fixture::new(&format!(
+        "name: lane
+llm: {{provider: openai, model: test-model, base_url: '{url}', api_key_env: LANE_TEST_KEY}}
+budget: {{tokens: 4}}
+steps:
+  - name: cli
+    model_lane: true
+    command: python3 client.py
+"
+    ));
+    std::fs::write(f.ws.join("client.py"), TWO_CALLS).expect("write client");
+    crate::run::git(&f.ws, &["add", "-A"]);
+    crate::run::git(&f.ws, &["commit", "-q", "-m", "client"]);
+    let out = f
+        .cordon(&["run", "pipeline.yaml", "--no-ui"])
+        .env("LANE_TEST_KEY", REAL_KEY)
+        .env("SSL_CERT_FILE", tls_fixture("ca.pem"))
+        .output()
+        .expect("cordon run");
+    let lane = std::fs::read_to_string(f.ws.join("lane.txt")).unwrap_or_default();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}\n{lane}");
+    let lines: Vec<&str> = lane.lines().collect();
+    assert!(lines[0].starts_with("200 None "), "{lane}");
+    // The first call's 5 tokens spent the budget: the second never left the host.
+    assert!(
+        lines[1].starts_with("429 budget_exhausted ")
+            && lines[1].contains("budget exhausted: tokens 5 of 4"),
+        "{lane}"
+    );
+    assert_eq!(provider.seen.lock().expect("seen").len(), 1);
+    assert!(err.contains("budget exhausted: tokens 5 of 4"), "{err}");
+    let logs = f
+        .cordon(&["logs", "--last", "--json"])
+        .output()
+        .expect("logs");
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(logs.contains("\"type\":\"budget.exhausted\""), "{logs}");
+    assert!(
+        !logs.contains("\"type\":\"step.finished\""),
+        "the step takes no route: {logs}"
+    );
+}

@@ -2,6 +2,7 @@
 
 mod agent;
 mod agent_run;
+mod budget;
 mod caches;
 mod doctor;
 mod escape;

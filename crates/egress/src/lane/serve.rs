@@ -288,16 +288,8 @@ async fn forward(
         stream.shutdown().await
     }
     .await;
-    call.usage = scanner.finish();
-    // A successful answer that reported no usage is counted by estimate, so budgets still
-    // bound it (DESIGN §18).
-    if call.usage == Usage::default() && (200..300).contains(&call.status) {
-        call.usage = Usage {
-            input_tokens: sent_bytes.div_ceil(BYTES_PER_TOKEN),
-            output_tokens: answered_bytes.div_ceil(BYTES_PER_TOKEN),
-        };
-        call.estimated = true;
-    }
+    (call.usage, call.estimated) =
+        counted(scanner.finish(), call.status, sent_bytes, answered_bytes);
     call.latency = started.elapsed();
     sink.response(&call);
     result
@@ -305,6 +297,19 @@ async fn forward(
 
 /// The bytes a token stands for when the upstream reports no usage (DESIGN §18).
 const BYTES_PER_TOKEN: u64 = 4;
+
+/// A call's tokens: what the answer reported; for a successful answer that reported none, an
+/// estimate from the request's and the answer's bytes (marked `true`), so budgets still bound it.
+fn counted(reported: Usage, status: u16, sent: u64, answered: u64) -> (Usage, bool) {
+    if reported != Usage::default() || !(200..300).contains(&status) {
+        return (reported, false);
+    }
+    let estimate = Usage {
+        input_tokens: sent.div_ceil(BYTES_PER_TOKEN),
+        output_tokens: answered.div_ceil(BYTES_PER_TOKEN),
+    };
+    (estimate, true)
+}
 
 /// A streamed OpenAI chat completion (`"stream": true`) asks for its usage
 /// (`stream_options.include_usage`), which such answers otherwise leave out; any other body is
@@ -586,5 +591,47 @@ mod tests {
 
         let none = upstream_headers(&headers, &LaneAuth::None);
         assert!(none.get("authorization").is_none() && none.get("x-api-key").is_none());
+    }
+
+    #[test]
+    fn unreported_usage_of_a_successful_answer_is_estimated_at_four_bytes_a_token() {
+        let reported = Usage {
+            input_tokens: 7,
+            output_tokens: 2,
+        };
+        assert_eq!(counted(reported, 200, 4000, 400), (reported, false));
+        let estimated = Usage {
+            input_tokens: 1000,
+            output_tokens: 101,
+        };
+        assert_eq!(counted(Usage::default(), 200, 4000, 401), (estimated, true));
+        // A failed call is not counted.
+        assert_eq!(
+            counted(Usage::default(), 500, 4000, 400),
+            (Usage::default(), false)
+        );
+    }
+
+    #[test]
+    fn a_streamed_chat_completion_asks_for_its_usage_and_nothing_else_changes() {
+        let asked = with_streamed_usage(
+            "/v1/chat/completions",
+            br#"{"model":"m","stream":true}"#.to_vec(),
+        );
+        let asked: serde_json::Value = serde_json::from_slice(&asked).expect("json");
+        assert_eq!(asked["stream_options"]["include_usage"], true);
+        assert_eq!(asked["model"], "m");
+        for (target, body) in [
+            ("/v1/chat/completions", &br#"{"model":"m"}"#[..]),
+            (
+                "/v1/chat/completions",
+                br#"{"stream":true,"stream_options":{"include_usage":false}}"#,
+            ),
+            ("/v1/chat/completions", br#"{"stream":true,"stream_options":3}"#),
+            ("/v1/chat/completions", b"not json"),
+            ("/v1/messages", br#"{"stream":true}"#),
+        ] {
+            assert_eq!(with_streamed_usage(target, body.to_vec()), body, "{target}");
+        }
     }
 }

@@ -205,9 +205,13 @@
   const attemptInfo = el('span', { class: 'meta' });
   // The run's model tokens (`[data-tokens]`, Appendix B): its text is the total.
   const tokensInfo = el('span', { class: 'meta', 'data-tokens': '' });
+  // Its cost (`[data-cost]`), only when the pipeline has `llm.pricing` (US dollars per million).
+  const pricing = graph && graph.pricing;
+  const costInfo = pricing ? el('span', { class: 'meta', 'data-cost': '' }) : null;
   const banner = el('div', { class: 'banner', id: 'banner', hidden: '' });
   const header = el('header', { class: 'top' }, el('h1', {}, el('a', { href: '/' }, 'cordon'), ' / ', view.pipeline), statusBadge,
-    el('span', { class: 'meta mono' }, view.id), attemptInfo, el('span', { class: 'meta' }, 'tokens ', tokensInfo));
+    el('span', { class: 'meta mono' }, view.id), attemptInfo, el('span', { class: 'meta' }, 'tokens ', tokensInfo),
+    ...(costInfo ? [el('span', { class: 'meta' }, 'cost ', costInfo)] : []));
   const graphBox = el('div', { class: 'graph', id: 'graph' });
   const outcome = el('div', { class: 'outcome', id: 'outcome' });
   const consoles = el('div', { class: 'consoles', id: 'consoles' });
@@ -333,6 +337,11 @@
     const tokens = (view.tokens_in || 0) + (view.tokens_out || 0);
     tokensInfo.textContent = String(tokens);
     tokensInfo.title = (view.tokens_in || 0) + ' in, ' + (view.tokens_out || 0) + ' out (model tokens)';
+    if (costInfo) {
+      const cost = ((view.tokens_in || 0) * pricing.input + (view.tokens_out || 0) * pricing.output) / 1e6;
+      costInfo.textContent = '$' + cost.toFixed(4);
+      costInfo.title = 'at $' + pricing.input + ' in, $' + pricing.output + ' out per million tokens';
+    }
     outcome.replaceChildren();
     if (view.outcome) {
       outcome.append(el('span', { class: 'badge st-' + view.outcome }, view.outcome), el('span', { class: 'reason' }, view.reason || ''));

@@ -84,6 +84,13 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         }
         Prepared::Ready(ready) => ready,
     };
+    if args.budget_cost.is_some() && ready.pipeline.pricing.is_none() {
+        return Err(RunError::usage(
+            "`--budget-cost` needs `llm.pricing` to count cost; add `pricing: {input: 3, \
+             output: 15}` (US dollars per million tokens) under `llm`"
+                .to_owned(),
+        ));
+    }
     for warning in &ready.warnings {
         eprintln!("{}", escape_text(warning));
     }
