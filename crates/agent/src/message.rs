@@ -75,7 +75,9 @@ impl Request {
                 Message::Assistant { text, tool_calls } => {
                     text.as_ref().map_or(0, String::len) + calls_len(tool_calls)
                 }
-                Message::Tool { call_id, output, .. } => call_id.len() + output.len(),
+                Message::Tool {
+                    call_id, output, ..
+                } => call_id.len() + output.len(),
             };
         }
         for tool in &self.tools {

@@ -84,6 +84,7 @@ fn engine_run(ws: &Path, state: &Path, init: &InitProgram, round: u128) -> Durat
         refresh: false,
         tooling: Vec::new(),
         agents: None,
+        meter: cordon_engine::budget::Meter::unlimited(),
     };
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
     engine.start(3, None).expect("start");

@@ -190,7 +190,10 @@ impl Meter {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Used> {
-        self.inner.used.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 

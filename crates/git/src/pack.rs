@@ -19,9 +19,20 @@ pub const MAX_CHAIN: usize = 4095;
 /// [`MAX_CHAIN`], loops, or points outside the pack file. A pack without its index is not
 /// read by gitoxide either and is left alone.
 pub(crate) fn refuse_deep_chains(path: &Path) -> Result<(), GitError> {
+    chain_depths(path, false).map(|_| ())
+}
+
+/// As [`refuse_deep_chains`], returning the delta depth of every object the index lists (0 for
+/// a whole object). With `self_contained`, a delta whose base is not in this pack is refused
+/// too: git keeps no thin pack on disk, and gitoxide would follow such bases across packs,
+/// making chains of any length out of packs that each pass.
+pub(crate) fn chain_depths(
+    path: &Path,
+    self_contained: bool,
+) -> Result<HashMap<gix_hash::ObjectId, usize>, GitError> {
     let index_path = path.with_extension("idx");
     if !index_path.is_file() {
-        return Ok(());
+        return Ok(HashMap::new());
     }
     let shown = path.display().to_string();
     let refused = |why: String| {
@@ -56,6 +67,13 @@ pub(crate) fn refuse_deep_chains(path: &Path) -> Result<(), GitError> {
                 Header::OfsDelta { base_distance } => offset.checked_sub(base_distance),
                 Header::RefDelta { base_id } => match index.lookup(base_id) {
                     Some(at) => Some(index.pack_offset_at_index(at)),
+                    None if self_contained => {
+                        return Err(refused(
+                            "has a delta whose base is in no other place of it (a thin pack, \
+                             which git never leaves on disk)"
+                                .to_owned(),
+                        ));
+                    }
                     // A base outside this pack (a thin pack's): found elsewhere, depth 0 here.
                     None => {
                         chain.push(offset);
@@ -85,5 +103,11 @@ pub(crate) fn refuse_deep_chains(path: &Path) -> Result<(), GitError> {
             )));
         }
     }
-    Ok(())
+    Ok(index
+        .iter()
+        .map(|entry| {
+            let at = depth.get(&entry.pack_offset).copied().unwrap_or(0);
+            (entry.oid, at)
+        })
+        .collect())
 }

@@ -20,26 +20,36 @@
 //! host's repository, reading the private directory only through a [`View`] (no link followed,
 //! every read bounded), in an order that never leaves the host inconsistent:
 //!
-//! 1. objects: each one the host lacks is read (sized from its header first), written to the
-//!    host's store under the id gitoxide computes — a file stored under another object's name
-//!    is refused — and every new commit, tree and tag must name only objects the host now has;
+//! 1. objects: only those a moved ref or the imported index reaches are read (garbage stays in
+//!    the session's store and goes with it); each is sized from its header first, re-hashed (a
+//!    file stored under another object's name is refused), checked as `git fsck --strict` checks
+//!    it (tree entries sorted and unique, only the modes git writes, no name a checkout refuses,
+//!    a tag's type that of its target) and must name only objects of the right kind that are new
+//!    or the host's; packs must be self-contained and the delta work of resolving them bounded
+//!    ([`MAX_DELTA_WORK`]); a new commit whose tree has a submodule entry where the starting HEAD
+//!    has none is refused (a later checkout would put it in the index, and the host's git would
+//!    enter a directory the sandbox wrote). Nothing is written before all of this passed;
 //! 2. refs: each ref (and `HEAD`) the session changed is moved with a compare-and-swap against the
 //!    value the session started from, under git's own lock files; a ref the host moved meanwhile
 //!    is left as the host has it, and the session's value is kept as
 //!    `refs/cordon/rescued/<session>/…` instead;
-//! 3. the index: replaced only when the host's is still the one the session started from, and
-//!    never when it would add a submodule entry (which makes the host's git enter a directory
-//!    the sandbox wrote).
+//! 3. the index: replaced only when the host's is still the one the session started from (checked
+//!    again under `index.lock`), never when it would add a submodule entry or a path git refuses,
+//!    written anew without optional extensions, and with the host's stat data and assume-valid /
+//!    skip-worktree flags only on entries the host had unchanged — so the host's git reads again
+//!    whatever the session staged.
 //!
+//! As root, what the import creates in a user's `.git` is given to the git directory's owner.
 //! A session cordon could not import (killed, or interrupted before it ended) leaves its
 //! directory and start record; the next session on the same repository imports it first. The
 //! start record lives beside the directory, outside anything the sandbox could write.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs::{self, File};
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use cordon_workspace::{Kind, Removed, View, ViewError, WsPath};
 use gix_hash::ObjectId;
@@ -62,10 +72,8 @@ pub const MAX_INDEX: usize = 256 << 20;
 const MAX_SHALLOW: usize = 64 << 20;
 /// The most objects one session may bring into the repository.
 pub const MAX_IMPORT_OBJECTS: usize = 1_000_000;
-/// The most object entries (new or not, duplicates included) read from one session's store.
-const MAX_LISTED: usize = 4 * MAX_IMPORT_OBJECTS;
 /// The most bytes (inflated) one session may bring into the repository.
-pub const MAX_IMPORT_BYTES: u64 = 16 << 30;
+pub const MAX_IMPORT_BYTES: u64 = 4 << 30;
 
 /// The entries whose absence makes the live way impossible (see the module documentation).
 const PROTECTED: [&str; 6] = [
@@ -220,9 +228,18 @@ impl PrivateGit {
     /// then removes the private directory. Call only once every process of the session is gone.
     /// On an error nothing of the session's refs or index was imported.
     pub fn import(self) -> Result<Imported, GitError> {
-        let result = import(&self.git_dir, &self.dir, &self.id, &self.start);
-        let _ = remove_tree(&self.dir);
+        let mut result = import(&self.git_dir, &self.dir, &self.id, &self.start);
+        // The record goes first: an imported session is never imported again.
         let _ = fs::remove_file(&self.record);
+        if let Err(err) = remove_tree(&self.dir) {
+            // The next session on this repository tries again (a directory without a record).
+            if let Ok(imported) = result.as_mut() {
+                imported.notes.push(format!(
+                    "the session's private git directory {} could not be removed yet ({err})",
+                    self.dir.display()
+                ));
+            }
+        }
         let _ = fs::remove_file(&self.lock_path);
         result
     }
@@ -358,8 +375,11 @@ fn build(host: &View, git_dir: &Path, dir: &Path, owner: (u32, u32)) -> Result<S
 }
 
 /// Imports the session in `dir` into the repository at `git_dir` (see the module
-/// documentation).
+/// documentation). Nothing is written into the host's git directory before every check passed.
 fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Imported, GitError> {
+    // The sandbox may have taken the directory's own permissions away (`chmod 000 .git`); it is
+    // cordon's directory, given back to it first.
+    reclaim(dir);
     let view = View::open(dir).map_err(GitError::io("open", dir))?;
     let mut imported = Imported::default();
     let planted = |what: &str| {
@@ -382,8 +402,9 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
              imported"
         )));
     }
+    let mut depths = HashMap::new();
     for (pack, _, _) in packs {
-        crate::pack::refuse_deep_chains(&dir.join(pack.shown()))?;
+        depths.extend(crate::pack::chain_depths(&dir.join(pack.shown()), true)?);
     }
     let options = gix_odb::store::init::Options {
         alloc_limit_bytes: usize::try_from(crate::MAX_BLOB + (1 << 10)).ok(),
@@ -400,16 +421,6 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
     };
     let theirs = open(dir.join("objects"), private)?;
     let ours = open(git_dir.join("objects"), options)?;
-    let new = copy_objects(&theirs, &ours)?;
-    check_connected(&ours, &new)?;
-    imported.objects = new.len();
-    let mut touched: Vec<String> = new
-        .iter()
-        .map(|id| {
-            let hex = id.to_string();
-            format!("objects/{}/{}", &hex[..2], &hex[2..])
-        })
-        .collect();
 
     let end = read_refs(&view, dir)?;
     let begun: BTreeMap<String, Target> = start
@@ -417,18 +428,59 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
         .iter()
         .filter_map(|(name, text)| decode(text).map(|t| (name.clone(), t)))
         .collect();
-    let store = gix_ref::file::Store::at(git_dir.to_path_buf(), gix_hash::Kind::Sha1);
     let names: BTreeSet<&String> = begun.keys().chain(end.keys()).collect();
+    let changed: Vec<&String> = names
+        .into_iter()
+        .filter(|name| begun.get(*name) != end.get(*name))
+        .collect();
+    let index = plan_index(git_dir, &view, start, &mut imported)?;
+    // Only what a moved ref or the imported index reaches is brought in: objects nothing names
+    // stay in the session's store (and are removed with it).
+    let mut roots: Vec<ObjectId> = changed
+        .iter()
+        .filter_map(|name| match end.get(*name) {
+            Some(Target::Object(target)) => Some(*target),
+            _ => None,
+        })
+        .collect();
+    if let Some(index) = &index {
+        roots.extend(index.blobs.iter().copied());
+    }
+    let plan = plan_objects(&theirs, &ours, &roots, &depths)?;
+    refuse_new_gitlinks(&theirs, &ours, &begun, &plan.commits)?;
+    for id in &plan.objects {
+        let mut buffer = Vec::new();
+        let object = theirs
+            .try_find(id, &mut buffer)
+            .map_err(GitError::library("read a session object"))?
+            .ok_or_else(|| GitError::Objects(format!("the session's object {id} went away")))?;
+        let written = ours
+            .write_buf(object.kind, object.data)
+            .map_err(GitError::library("write an object"))?;
+        if written != *id {
+            return Err(GitError::Objects(format!(
+                "the session's object {id} changed while it was imported"
+            )));
+        }
+    }
+    imported.objects = plan.objects.len();
+    let mut touched: Vec<String> = plan
+        .objects
+        .iter()
+        .map(|id| {
+            let hex = id.to_string();
+            format!("objects/{}/{}", &hex[..2], &hex[2..])
+        })
+        .collect();
+
+    let store = gix_ref::file::Store::at(git_dir.to_path_buf(), gix_hash::Kind::Sha1);
     // `HEAD` last: a new branch exists before HEAD names it.
-    let ordered = names
+    let ordered = changed
         .iter()
         .filter(|n| n.as_str() != "HEAD")
-        .chain(names.iter().filter(|n| n.as_str() == "HEAD"));
+        .chain(changed.iter().filter(|n| n.as_str() == "HEAD"));
     for name in ordered {
         let (old, new) = (begun.get(*name), end.get(*name));
-        if old == new {
-            continue;
-        }
         if let Some(Target::Object(target)) = new
             && !ours.exists(target)
         {
@@ -445,9 +497,13 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
             }
             Err(err) => {
                 let kept = match new {
-                    Some(Target::Object(target)) => rescue(&store, id, name, *target)
-                        .map(|rescued| format!("; the session's {target} is kept as `{rescued}`"))
-                        .unwrap_or_default(),
+                    Some(Target::Object(target)) => match rescue(&store, id, name, *target) {
+                        Ok(rescued) => {
+                            touched.extend([rescued.clone(), format!("logs/{rescued}")]);
+                            format!("; the session's {target} is kept as `{rescued}`")
+                        }
+                        Err(_) => String::new(),
+                    },
                     _ => String::new(),
                 };
                 imported.notes.push(format!(
@@ -456,9 +512,12 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
             }
         }
     }
+    // A ref deletion or a pack of refs rewrites `packed-refs`.
+    touched.push("packed-refs".to_owned());
 
-    import_index(git_dir, &view, start, &mut imported)?;
-    if imported.index {
+    if let Some(index) = index
+        && write_index(git_dir, start, index, &mut imported)?
+    {
         touched.push("index".to_owned());
     }
     give_back(git_dir, dir, &touched);
@@ -498,28 +557,42 @@ fn give_back(git_dir: &Path, private: &Path, touched: &[String]) {
     }
 }
 
-/// Copies every object of `theirs` that `ours` lacks; returns their ids.
-fn copy_objects(
+/// The most delta work (bytes produced, each object's size times the length of its delta chain)
+/// one import may take: gitoxide resolves every object through its whole chain.
+pub const MAX_DELTA_WORK: u64 = 32 << 30;
+
+/// What the import will write: every new object a root reaches, checked.
+struct Plan {
+    objects: Vec<ObjectId>,
+    commits: Vec<ObjectId>,
+}
+
+/// Walks the session's new objects from `roots` (stopping at objects the host has): each is
+/// sized from its header before it is read, re-hashed (one stored under another id refuses the
+/// import), checked as `git fsck` would check it, and everything it names must be a new object
+/// of the right kind or one the host has. Bounded in objects, bytes and delta work.
+fn plan_objects(
     theirs: &gix_odb::Handle,
     ours: &gix_odb::Handle,
-) -> Result<Vec<ObjectId>, GitError> {
-    let mut new = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut listed = 0usize;
-    let mut bytes = 0u64;
+    roots: &[ObjectId],
+    depths: &HashMap<ObjectId, usize>,
+) -> Result<Plan, GitError> {
+    let refused = |why: String| {
+        GitError::Objects(format!(
+            "the session's objects {why}; nothing of its git work was imported"
+        ))
+    };
+    let mut plan = Plan {
+        objects: Vec::new(),
+        commits: Vec::new(),
+    };
+    let mut kinds: HashMap<ObjectId, gix_object::Kind> = HashMap::new();
+    let mut expected: Vec<(ObjectId, ObjectId, gix_object::Kind)> = Vec::new();
+    let mut queue: VecDeque<ObjectId> = roots.iter().copied().collect();
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let (mut bytes, mut work) = (0u64, 0u64);
     let mut buffer = Vec::new();
-    let refused = |why: String| GitError::Objects(format!("the session's objects {why}"));
-    for id in theirs
-        .iter()
-        .map_err(GitError::library("list the session's objects"))?
-    {
-        let id = id.map_err(|err| refused(format!("cannot be listed ({err})")))?;
-        listed += 1;
-        if listed > MAX_LISTED {
-            return Err(refused(format!(
-                "list more than {MAX_LISTED} entries; commit less in one step"
-            )));
-        }
+    while let Some(id) = queue.pop_front() {
         if ours.exists(&id) || !seen.insert(id) {
             continue;
         }
@@ -531,7 +604,11 @@ fn copy_objects(
         let header = theirs
             .try_header(&id)
             .map_err(|err| refused(format!("hold {id}, which cannot be read ({err})")))?
-            .ok_or_else(|| refused(format!("list {id} but do not hold it")))?;
+            .ok_or_else(|| {
+                refused(format!(
+                    "name {id}, which neither the session nor the repository holds"
+                ))
+            })?;
         if header.size > crate::MAX_BLOB {
             return Err(refused(format!(
                 "hold {id} of {} bytes, more than {} (cordon's largest)",
@@ -540,76 +617,279 @@ fn copy_objects(
             )));
         }
         bytes += header.size;
+        let depth = depths.get(&id).copied().unwrap_or(0) as u64;
+        work = work.saturating_add(header.size.saturating_mul(depth + 1));
         if bytes > MAX_IMPORT_BYTES {
             return Err(refused(format!(
                 "add up to more than {MAX_IMPORT_BYTES} bytes; commit less in one step"
+            )));
+        }
+        if work > MAX_DELTA_WORK {
+            return Err(refused(format!(
+                "take more than {MAX_DELTA_WORK} bytes of delta resolution to read (deep delta \
+                 chains of large objects); repack them with `git repack -adf --depth=50`"
             )));
         }
         let object = theirs
             .try_find(&id, &mut buffer)
             .map_err(|err| refused(format!("hold {id}, which cannot be read ({err})")))?
             .ok_or_else(|| refused(format!("list {id} but do not hold it")))?;
-        let written = ours
-            .write_buf(object.kind, object.data)
-            .map_err(GitError::library("write an object"))?;
-        if written != id {
+        let computed = gix_object::compute_hash(gix_hash::Kind::Sha1, object.kind, object.data)
+            .map_err(GitError::library("hash an object"))?;
+        if computed != id {
             return Err(refused(format!(
-                "hold an object stored under {id} whose content is {written}"
+                "hold an object stored under {id} whose content is {computed}"
             )));
         }
-        new.push(id);
+        for (named, kind) in names_of(id, object.kind, object.data).map_err(refused)? {
+            expected.push((id, named, kind));
+            queue.push_back(named);
+        }
+        kinds.insert(id, object.kind);
+        plan.objects.push(id);
+        if object.kind == gix_object::Kind::Commit {
+            plan.commits.push(id);
+        }
     }
-    Ok(new)
+    for (by, named, kind) in expected {
+        let actual = match kinds.get(&named) {
+            Some(kind) => Some(*kind),
+            None => ours
+                .try_header(&named)
+                .map_err(GitError::library("read an object's header"))?
+                .map(|h| h.kind),
+        };
+        match actual {
+            Some(actual) if actual == kind => {}
+            Some(actual) => {
+                return Err(refused(format!(
+                    "hold {by}, which names {named} as a {kind} though it is a {actual}"
+                )));
+            }
+            None => {
+                return Err(refused(format!(
+                    "hold {by}, which names {named}, which neither the session nor the \
+                     repository holds"
+                )));
+            }
+        }
+    }
+    Ok(plan)
 }
 
-/// Refuses when an object of `new` names one that `ours` lacks (a submodule's commit aside).
-fn check_connected(ours: &gix_odb::Handle, new: &[ObjectId]) -> Result<(), GitError> {
-    let mut buffer = Vec::new();
-    for id in new {
-        let object = ours
-            .try_find(id, &mut buffer)
-            .map_err(GitError::library("read an imported object"))?
-            .ok_or_else(|| GitError::Objects(format!("the imported object {id} is missing")))?;
-        let broken = || GitError::Objects(format!("the session's object {id} is malformed"));
-        let named: Vec<ObjectId> = match object.kind {
-            gix_object::Kind::Commit => {
-                let commit = gix_object::CommitRef::from_bytes(object.data, gix_hash::Kind::Sha1)
-                    .map_err(|_| broken())?;
-                std::iter::once(commit.tree())
-                    .chain(commit.parents())
-                    .collect()
-            }
-            gix_object::Kind::Tree => {
-                let tree = gix_object::TreeRef::from_bytes(object.data, gix_hash::Kind::Sha1)
-                    .map_err(|_| broken())?;
-                if let Some(entry) = tree.entries.iter().find(|e| forbidden(e.filename, e.mode)) {
-                    return Err(GitError::Objects(format!(
-                        "the session's tree {id} holds the entry `{}`, which git must never check \
-                         out; nothing of the session's refs or index was imported",
-                        crate::quote(b"", entry.filename)
-                    )));
+/// The objects `data` (of `kind`, id `id`) names and the kind each must be, after checking it as
+/// `git fsck --strict` checks it: a tree's entries sorted as git sorts them, each name once, no
+/// name git refuses to check out, only the modes git writes; a tag's type that of its target.
+fn names_of(
+    id: ObjectId,
+    kind: gix_object::Kind,
+    data: &[u8],
+) -> Result<Vec<(ObjectId, gix_object::Kind)>, String> {
+    use gix_object::Kind;
+    let broken = |why: &str| format!("hold {id}, a malformed {kind} ({why})");
+    Ok(match kind {
+        Kind::Blob => Vec::new(),
+        Kind::Commit => {
+            let commit = gix_object::CommitRef::from_bytes(data, gix_hash::Kind::Sha1)
+                .map_err(|_| broken("it does not parse"))?;
+            std::iter::once((commit.tree(), Kind::Tree))
+                .chain(commit.parents().map(|p| (p, Kind::Commit)))
+                .collect()
+        }
+        Kind::Tag => {
+            let tag = gix_object::TagRef::from_bytes(data, gix_hash::Kind::Sha1)
+                .map_err(|_| broken("it does not parse"))?;
+            vec![(tag.target(), tag.target_kind)]
+        }
+        Kind::Tree => {
+            let tree = gix_object::TreeRef::from_bytes(data, gix_hash::Kind::Sha1)
+                .map_err(|_| broken("it does not parse"))?;
+            let mut names = HashSet::new();
+            let mut previous: Option<Vec<u8>> = None;
+            let mut named = Vec::new();
+            for entry in &tree.entries {
+                let name: &[u8] = entry.filename;
+                if forbidden(name, entry.mode) {
+                    return Err(format!(
+                        "hold the tree {id} with the entry `{}`, which git must never check out",
+                        crate::quote(b"", name)
+                    ));
                 }
-                tree.entries
-                    .iter()
-                    .filter(|e| !e.mode.is_commit())
-                    .map(|e| e.oid.to_owned())
-                    .collect()
+                if !ALLOWED_MODES.contains(&entry.mode.value()) {
+                    return Err(broken(&format!("mode {:o}", entry.mode.value())));
+                }
+                // git sorts a directory as if its name ended in `/`.
+                let mut key = name.to_vec();
+                if entry.mode.is_tree() {
+                    key.push(b'/');
+                }
+                if !names.insert(name.to_vec()) || previous.as_ref().is_some_and(|p| *p >= key) {
+                    return Err(broken("entries out of order or named twice"));
+                }
+                previous = Some(key);
+                let expected = if entry.mode.is_tree() {
+                    Kind::Tree
+                } else if entry.mode.is_commit() {
+                    // A submodule's commit lives in the submodule's own repository.
+                    continue;
+                } else {
+                    Kind::Blob
+                };
+                named.push((entry.oid.to_owned(), expected));
             }
-            gix_object::Kind::Tag => {
-                let tag = gix_object::TagRef::from_bytes(object.data, gix_hash::Kind::Sha1)
-                    .map_err(|_| broken())?;
-                vec![tag.target()]
-            }
-            gix_object::Kind::Blob => Vec::new(),
-        };
-        if let Some(missing) = named.iter().find(|n| !ours.exists(n)) {
+            named
+        }
+    })
+}
+
+/// The tree entry modes git writes (`fsck` calls every other one `badFilemode`).
+const ALLOWED_MODES: [u16; 5] = [0o040000, 0o100644, 0o100755, 0o120000, 0o160000];
+
+/// The most distinct trees [`refuse_new_gitlinks`] reads, and gitlinks it keeps per tree.
+const MAX_GITLINK_TREES: usize = 1_000_000;
+const MAX_GITLINKS: usize = 10_000;
+
+/// Refuses the import when a new commit's tree has a submodule entry at a path where the
+/// session's starting HEAD has none: after the user's `git reset --hard` or `git checkout` that
+/// entry is in the index, and the host's `git status` would enter a directory the sandbox wrote
+/// (its `.git` configuration, `core.fsmonitor` included, runs on the host). Paths are compared
+/// whole: a tree the host already had, placed at a new path, counts.
+fn refuse_new_gitlinks(
+    theirs: &gix_odb::Handle,
+    ours: &gix_odb::Handle,
+    begun: &BTreeMap<String, Target>,
+    commits: &[ObjectId],
+) -> Result<(), GitError> {
+    if commits.is_empty() {
+        return Ok(());
+    }
+    let mut gitlinks = Gitlinks {
+        theirs,
+        ours,
+        memo: HashMap::new(),
+    };
+    let tree_of = |gitlinks: &mut Gitlinks<'_>, commit: &ObjectId| -> Result<ObjectId, GitError> {
+        let (_, data) = gitlinks.read(commit)?;
+        gix_object::CommitRef::from_bytes(&data, gix_hash::Kind::Sha1)
+            .map(|c| c.tree())
+            .map_err(|_| GitError::Objects(format!("the commit {commit} does not parse")))
+    };
+    let start = match head_commit(begun) {
+        Some(head) => {
+            let tree = tree_of(&mut gitlinks, &head)?;
+            gitlinks.paths(tree)?
+        }
+        None => Rc::new(Vec::new()),
+    };
+    let start: HashSet<&Vec<u8>> = start.iter().collect();
+    for commit in commits {
+        let tree = tree_of(&mut gitlinks, commit)?;
+        let paths = gitlinks.paths(tree)?;
+        if let Some(path) = paths.iter().find(|p| !start.contains(p)) {
             return Err(GitError::Objects(format!(
-                "the session's object {id} names {missing}, which neither the session nor the \
-                 repository holds; nothing of the session's refs or index was imported"
+                "the session's commit {commit} adds the submodule entry `{}`, which would make \
+                 the host's git enter a directory the sandbox wrote once it is checked out; \
+                 nothing of the session's git work was imported (make such a commit on the host \
+                 yourself if it is meant)",
+                crate::quote(b"", path)
             )));
         }
     }
     Ok(())
+}
+
+/// The commit `HEAD` named at the start (through one symbolic ref).
+fn head_commit(refs: &BTreeMap<String, Target>) -> Option<ObjectId> {
+    match refs.get("HEAD")? {
+        Target::Object(id) => Some(*id),
+        Target::Symbolic(name) => match refs.get(name)? {
+            Target::Object(id) => Some(*id),
+            Target::Symbolic(_) => None,
+        },
+    }
+}
+
+/// The gitlink paths below each tree, each tree read once.
+struct Gitlinks<'a> {
+    theirs: &'a gix_odb::Handle,
+    ours: &'a gix_odb::Handle,
+    memo: HashMap<ObjectId, Rc<Vec<Vec<u8>>>>,
+}
+
+impl Gitlinks<'_> {
+    fn read(&self, id: &ObjectId) -> Result<(gix_object::Kind, Vec<u8>), GitError> {
+        let mut buffer = Vec::new();
+        for store in [self.ours, self.theirs] {
+            if let Some(object) = store
+                .try_find(id, &mut buffer)
+                .map_err(GitError::library("read an object"))?
+            {
+                return Ok((object.kind, object.data.to_vec()));
+            }
+        }
+        Err(GitError::Objects(format!("the object {id} is missing")))
+    }
+
+    /// The gitlink paths below `tree`, relative to it.
+    fn paths(&mut self, tree: ObjectId) -> Result<Rc<Vec<Vec<u8>>>, GitError> {
+        if let Some(known) = self.memo.get(&tree) {
+            return Ok(Rc::clone(known));
+        }
+        // Depth first without recursion: each tree's children are done before it.
+        let mut stack = vec![(tree, false)];
+        while let Some((at, expanded)) = stack.pop() {
+            if self.memo.contains_key(&at) {
+                continue;
+            }
+            if self.memo.len() >= MAX_GITLINK_TREES {
+                return Err(GitError::Objects(format!(
+                    "the session's commits reach more than {MAX_GITLINK_TREES} trees, more than \
+                     cordon checks for submodule entries; nothing of its git work was imported"
+                )));
+            }
+            let (_, data) = self.read(&at)?;
+            let parsed = gix_object::TreeRef::from_bytes(&data, gix_hash::Kind::Sha1)
+                .map_err(|_| GitError::Objects(format!("the tree {at} does not parse")))?;
+            let subtrees: Vec<ObjectId> = parsed
+                .entries
+                .iter()
+                .filter(|e| e.mode.is_tree())
+                .map(|e| e.oid.to_owned())
+                .collect();
+            if !expanded && subtrees.iter().any(|t| !self.memo.contains_key(t)) {
+                stack.push((at, true));
+                stack.extend(subtrees.into_iter().map(|t| (t, false)));
+                continue;
+            }
+            let mut paths = Vec::new();
+            for entry in &parsed.entries {
+                if entry.mode.is_commit() {
+                    paths.push(entry.filename.to_vec());
+                } else if entry.mode.is_tree() {
+                    let below = self
+                        .memo
+                        .get(&entry.oid.to_owned())
+                        .cloned()
+                        .unwrap_or_default();
+                    for path in below.iter() {
+                        let mut full = entry.filename.to_vec();
+                        full.push(b'/');
+                        full.extend_from_slice(path);
+                        paths.push(full);
+                    }
+                }
+                if paths.len() > MAX_GITLINKS {
+                    return Err(GitError::Objects(format!(
+                        "the session's commits hold more than {MAX_GITLINKS} submodule entries \
+                         below one tree, more than cordon checks; nothing of its git work was \
+                         imported"
+                    )));
+                }
+            }
+            self.memo.insert(at, Rc::new(paths));
+        }
+        Ok(self.memo.get(&tree).cloned().unwrap_or_default())
+    }
 }
 
 /// A tree entry `git fsck` refuses and a checkout must never write: an empty name, `.`, `..`, one
@@ -710,14 +990,25 @@ fn library_target(target: &Target) -> Result<gix_ref::Target, GitError> {
     })
 }
 
-/// Replaces the host's index with the session's when the host's is still the one the session
-/// started from and the session's adds no submodule entry.
-fn import_index(
+/// The session's index, as it will be written: its entries re-encoded, and the blobs it names
+/// that the host lacks (imported with the objects).
+struct IndexPlan {
+    bytes: Vec<u8>,
+    blobs: Vec<ObjectId>,
+}
+
+/// Decides whether the session's index replaces the host's: only when the host's is still the
+/// one the session started from, it parses whole (not split or sparse), names no path git must
+/// never write and adds no submodule entry. Its entries keep the host's stat data and
+/// assume-valid / skip-worktree flags where they are the host's entries unchanged, and have
+/// neither elsewhere — so the host's git reads again every file the session staged, and nothing
+/// the session marked is hidden from it. `None` (with a note) when it stays as the host has it.
+fn plan_index(
     git_dir: &Path,
     view: &View,
     start: &Start,
     imported: &mut Imported,
-) -> Result<(), GitError> {
+) -> Result<Option<IndexPlan>, GitError> {
     let theirs = match view.read(
         &WsPath::name(b"index").expect("a plain name"),
         MAX_INDEX + 1,
@@ -727,7 +1018,7 @@ fn import_index(
             imported
                 .notes
                 .push("the session's index is not a file; the host's was kept".to_owned());
-            return Ok(());
+            return Ok(None);
         }
         Err(err) => return Err(err.into()),
     };
@@ -737,25 +1028,24 @@ fn import_index(
                 .notes
                 .push("the session removed its index; the host's was kept".to_owned());
         }
-        return Ok(());
+        return Ok(None);
     };
     if start.index.as_deref() == Some(digest(&theirs).as_str()) {
-        return Ok(());
+        return Ok(None);
     }
-    let kept = |why: &str| format!("the session's index was not imported: {why}");
-    if theirs.len() > MAX_INDEX {
+    let mut kept = |why: &str| {
         imported
             .notes
-            .push(kept(&format!("it is larger than {MAX_INDEX} bytes")));
-        return Ok(());
+            .push(format!("the session's index was not imported: {why}"));
+        Ok(None)
+    };
+    if theirs.len() > MAX_INDEX {
+        return kept(&format!("it is larger than {MAX_INDEX} bytes"));
     }
     let host = View::open(git_dir).map_err(GitError::io("open", git_dir))?;
     let ours = read_bounded(&host, "index", MAX_INDEX, git_dir)?;
     if ours.as_deref().map(digest) != start.index {
-        imported.notes.push(kept(
-            "the host's index changed during the session, and was kept",
-        ));
-        return Ok(());
+        return kept("the host's index changed during the session, and was kept");
     }
     let options = gix_index::decode::Options {
         alloc_limit_bytes: Some(MAX_INDEX),
@@ -771,75 +1061,117 @@ fn import_index(
         .ok()
         .map(|(state, _)| state)
     };
-    let gitlinks = |state: &gix_index::State| -> BTreeSet<Vec<u8>> {
-        state
-            .entries()
-            .iter()
-            .filter(|e| e.mode == gix_index::entry::Mode::COMMIT)
-            .map(|e| e.path(state).to_vec())
-            .collect()
+    let Some(mut state) = parse(&theirs).filter(|s| s.link().is_none() && !s.is_sparse()) else {
+        return kept("git cannot read it as a whole index (it is damaged, split or sparse)");
     };
-    let Some(state) = parse(&theirs).filter(|s| s.link().is_none() && !s.is_sparse()) else {
-        imported.notes.push(kept(
-            "git cannot read it as a whole index (it is damaged, split or sparse)",
+    // A path git would refuse to check out (`.git` in any case or with NTFS's trailing dots
+    // and spaces, `..`, an absolute path) is refused before a host git meets it.
+    let unusable = |path: &[u8]| {
+        WsPath::from_bytes(path).is_err()
+            || path
+                .split(|&b| b == b'/')
+                .any(|name| forbidden(name, gix_object::tree::EntryKind::Blob.into()))
+    };
+    if let Some(entry) = state.entries().iter().find(|e| unusable(e.path(&state))) {
+        let path = crate::quote(b"", entry.path(&state));
+        return kept(&format!(
+            "it names the path `{path}`, which git must never write"
         ));
-        return Ok(());
-    };
-    // A path git would refuse to check out (`.git` in any case, `..`, an absolute path) is
-    // refused here before a host git meets it.
+    }
+    let host_state = ours.as_deref().and_then(parse);
+    let host_entries: HashMap<Vec<u8>, &gix_index::Entry> = host_state
+        .iter()
+        .flat_map(|s| s.entries().iter().map(move |e| (e.path(s).to_vec(), e)))
+        .collect();
+    let gitlink = |e: &gix_index::Entry| e.mode == gix_index::entry::Mode::COMMIT;
     if let Some(entry) = state
         .entries()
         .iter()
-        .find(|e| WsPath::from_bytes(e.path(&state)).is_err())
+        .find(|e| gitlink(e) && !host_entries.get(e.path(&state)).is_some_and(|h| gitlink(h)))
     {
-        imported.notes.push(kept(&format!(
-            "it names the path `{}`, which git must never write",
-            crate::quote(b"", entry.path(&state))
-        )));
-        return Ok(());
+        let path = crate::quote(b"", entry.path(&state));
+        return kept(&format!(
+            "it adds the submodule entry `{path}`, which would make the host's git enter a \
+             directory the sandbox wrote; add it on the host yourself if it is meant"
+        ));
     }
-    let before = ours
-        .as_deref()
-        .and_then(parse)
-        .map(|s| gitlinks(&s))
-        .unwrap_or_default();
-    if let Some(path) = gitlinks(&state).difference(&before).next() {
-        imported.notes.push(kept(&format!(
-            "it adds the submodule entry `{}`, which would make the host's git enter a directory \
-             the sandbox wrote; add it on the host yourself if it is meant",
-            crate::quote(b"", path)
-        )));
-        return Ok(());
+    use gix_index::entry::{Flags, Stat};
+    let hiding = Flags::ASSUME_VALID | Flags::SKIP_WORKTREE;
+    let mut blobs = Vec::new();
+    let (entries, paths) = state.entries_mut_and_pathbacking();
+    for entry in entries.iter_mut() {
+        let path = entry.path_in(paths).to_vec();
+        let same = host_entries
+            .get(&path)
+            .filter(|h| h.id == entry.id && h.mode == entry.mode);
+        entry.flags.remove(hiding);
+        match same {
+            Some(host) => {
+                entry.stat = host.stat;
+                entry.flags.insert(host.flags & hiding);
+            }
+            None => {
+                entry.stat = Stat::default();
+                if !gitlink(entry) {
+                    blobs.push(entry.id);
+                }
+            }
+        }
     }
     // Written anew from its entries, without the optional extensions: a forged cache tree would
     // make the user's next commit on the host record trees the index does not show, and a forged
     // untracked cache would hide files from `git status`.
-    let mut theirs = Vec::new();
+    let mut bytes = Vec::new();
     gix_index::File::from_state(state, git_dir.join("index"))
         .write_to(
-            &mut theirs,
+            &mut bytes,
             gix_index::write::Options {
                 extensions: gix_index::write::Extensions::None,
                 skip_hash: false,
             },
         )
         .map_err(GitError::library("write the index"))?;
-    // git's own protocol: `index.lock` created exclusively (a git running on the host holds it
-    // the same way), written, then renamed over the index.
+    Ok(Some(IndexPlan { bytes, blobs }))
+}
+
+/// Writes the planned index with git's own protocol: `index.lock` created exclusively (a git on
+/// the host holds it the same way), the host's index checked once more under it, written, renamed
+/// over the index. `false` (with a note) when it was kept as the host has it.
+fn write_index(
+    git_dir: &Path,
+    start: &Start,
+    index: IndexPlan,
+    imported: &mut Imported,
+) -> Result<bool, GitError> {
     let path = git_dir.join("index");
     let lock = git_dir.join("index.lock");
+    let kept = |imported: &mut Imported, why: &str| {
+        imported
+            .notes
+            .push(format!("the session's index was not imported: {why}"));
+        Ok(false)
+    };
     let mut file = match File::options().write(true).create_new(true).open(&lock) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            imported.notes.push(kept(
-                "a git on the host holds `index.lock`; the host's index was kept",
-            ));
-            return Ok(());
+            return kept(
+                imported,
+                "a git on the host holds `index.lock`; the host's was kept",
+            );
         }
         Err(err) => return Err(GitError::io("create", &lock)(err)),
     };
+    let host = View::open(git_dir).map_err(GitError::io("open", git_dir))?;
+    let ours = read_bounded(&host, "index", MAX_INDEX, git_dir);
+    if ours.as_ref().ok().map(|o| o.as_deref().map(digest)) != Some(start.index.clone()) {
+        let _ = fs::remove_file(&lock);
+        return kept(
+            imported,
+            "the host's index changed during the import, and was kept",
+        );
+    }
     let written = file
-        .write_all(&theirs)
+        .write_all(&index.bytes)
         .and_then(|()| file.sync_all())
         .and_then(|()| fs::rename(&lock, &path));
     if let Err(err) = written {
@@ -847,7 +1179,7 @@ fn import_index(
         return Err(GitError::io("write", &path)(err));
     }
     imported.index = true;
-    Ok(())
+    Ok(true)
 }
 
 /// Every ref and `HEAD` of the git directory seen through `view`: loose refs over `packed-refs`.
@@ -1025,8 +1357,18 @@ fn chown_tree(dir: &Path, (uid, gid): (u32, u32)) -> Result<(), GitError> {
     Ok(())
 }
 
+/// Makes the private directory's top readable and writable by cordon again (an unprivileged
+/// sandbox runs as cordon's own user and may have changed its mode).
+fn reclaim(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+    }
+}
+
 /// Removes the private directory `dir` without following anything the sandbox planted in it.
 fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    reclaim(dir);
     let handle = match File::open(dir) {
         Ok(handle) => handle,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -33,10 +33,9 @@ pub use isolation::{
 pub use llm::Llm;
 pub use load::{Disk, Files, Loaded, load, load_str};
 pub use model::{
-    Budget, Pricing,
-    Action, AgentStep, CommandSpec, CommandStep, DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_ITERATIONS, Pipeline, Route, Sandboxed, Setup, Step, StepKind, StepName, Timeout,
-    Verdicts,
+    Action, AgentStep, Budget, CommandSpec, CommandStep, DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_ITERATIONS, Pipeline, Pricing, Route, Sandboxed, Setup, Step, StepKind, StepName,
+    Timeout, Verdicts,
 };
 pub use network::{Allowlist, Network};
 pub use rel_path::{RelPath, RelPathError};

@@ -21,8 +21,8 @@ use crate::model::{DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS, Pipeline};
 use crate::yaml::Node;
 use crate::{Agent, AgentName, EnvName, Isolation, Network, RelPath, RelPathError};
 
-pub(crate) use network::decode as network;
 pub use budget::{parse_amount, parse_duration};
+pub(crate) use network::decode as network;
 
 /// Reads an agent file for a step: `(name, where the step names it)`. Reports its own problems
 /// and returns `None` when the agent is unusable.

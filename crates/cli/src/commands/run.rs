@@ -212,6 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         workspace: &workspace,
         max_attempts,
         attempts_from_flag: args.max_attempts.is_some(),
+        limits: cordon_engine::budget::Limits::of(&loaded.pipeline, &budget(&args)),
     };
     print!("{}", plan.render());
     // The real run's host checks (git in process, nothing written), so a dry run shows what the
@@ -235,6 +236,8 @@ struct Plan<'a> {
     workspace: &'a Path,
     max_attempts: NonZeroU32,
     attempts_from_flag: bool,
+    /// The budget limits the run would be held to (the pipeline's, or the flags').
+    limits: cordon_engine::budget::Limits,
 }
 
 impl Plan<'_> {
@@ -254,6 +257,28 @@ impl Plan<'_> {
         };
         line("max attempts", &format!("{}{source}", self.max_attempts));
         line("llm", &llm(p.llm.as_ref()));
+        if let Some(pricing) = &p.pricing {
+            line(
+                "pricing",
+                &format!(
+                    "${} in, ${} out per million tokens",
+                    pricing.input, pricing.output
+                ),
+            );
+        }
+        let mut limits = Vec::new();
+        if let Some(tokens) = self.limits.tokens {
+            limits.push(format!("{tokens} tokens"));
+        }
+        if let Some(cost) = self.limits.cost_usd {
+            limits.push(format!("${cost}"));
+        }
+        if let Some(wall) = self.limits.wall_clock {
+            limits.push(format!("{} s wall clock", wall.as_secs()));
+        }
+        if !limits.is_empty() {
+            line("budget", &limits.join(", "));
+        }
         line("isolation", &isolation(&p.isolation));
         line("network", &format!("{} (default of every step)", p.network));
         if !p.secrets.is_empty() {

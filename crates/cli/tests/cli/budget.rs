@@ -88,6 +88,16 @@ fn a_cost_budget_counts_at_the_pipelines_pricing_and_cost_is_shown() {
         ),
         &[],
     );
+    let plan = f
+        .cordon(&["run", "--dry-run", "--budget-wall-clock", "30m"])
+        .output()
+        .expect("dry run");
+    let plan = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan.contains("pricing      $1000 in, $1000 out per million tokens")
+            && plan.contains("budget       $0.02, 1800 s wall clock"),
+        "{plan}"
+    );
     let out = f
         .cordon(&["run", "--no-ui"])
         .env("CORDON_E2E_KEY", "sk-test")
@@ -96,7 +106,10 @@ fn a_cost_budget_counts_at_the_pipelines_pricing_and_cost_is_shown() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(seen.lock().expect("lock").len(), 2, "{err}");
-    assert!(err.contains("budget exhausted: cost_usd 0.024 of 0.02"), "{err}");
+    assert!(
+        err.contains("budget exhausted: cost_usd 0.024 of 0.02"),
+        "{err}"
+    );
     assert!(err.contains("$0.0240"), "the summary shows the cost: {err}");
     let runs = f.cordon(&["runs", "--json"]).output().expect("runs");
     let line: serde_json::Value = serde_json::from_slice(&runs.stdout).expect("json");
@@ -112,7 +125,10 @@ fn budget_flags_and_keys_are_refused_with_the_fix() {
             &["--budget-cost", "2"][..],
             "`--budget-cost` needs `llm.pricing`",
         ),
-        (&["--budget-cost", "0"], "expected US dollars greater than 0"),
+        (
+            &["--budget-cost", "0"],
+            "expected US dollars greater than 0",
+        ),
         (&["--budget-wall-clock", "3d"], "like `90s`, `30m` or `2h`"),
         (&["--budget-tokens", "0"], "--budget-tokens"),
     ] {
@@ -124,7 +140,11 @@ fn budget_flags_and_keys_are_refused_with_the_fix() {
             .output()
             .expect("cordon run");
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
     let runs = f.cordon(&["runs", "--json"]).output().expect("runs");
     assert!(runs.stdout.is_empty(), "no run was created");
@@ -138,7 +158,10 @@ fn budget_flags_and_keys_are_refused_with_the_fix() {
         .expect("validate");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("`budget.cost_usd` needs `llm.pricing`"), "{err}");
+    assert!(
+        err.contains("`budget.cost_usd` needs `llm.pricing`"),
+        "{err}"
+    );
     assert!(err.contains("`wall_clock` must be a duration"), "{err}");
 }
 
@@ -159,7 +182,10 @@ fn the_wall_clock_stops_a_running_command_and_is_not_restarted_by_a_resume() {
     );
     assert!(err.contains("budget exhausted: wall_clock 2 of 2"), "{err}");
     // The control: the time held before counts, so the same limit stops it at once.
-    let out = f.cordon(&["run", "--no-ui", "--resume-last"]).output().expect("run");
+    let out = f
+        .cordon(&["run", "--no-ui", "--resume-last"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let starts = events(&f)
         .iter()
@@ -167,7 +193,13 @@ fn the_wall_clock_stops_a_running_command_and_is_not_restarted_by_a_resume() {
         .count();
     assert_eq!(starts, 1, "no step started under the spent limit");
     let out = f
-        .cordon(&["run", "--no-ui", "--resume-last", "--budget-wall-clock", "1h"])
+        .cordon(&[
+            "run",
+            "--no-ui",
+            "--resume-last",
+            "--budget-wall-clock",
+            "1h",
+        ])
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

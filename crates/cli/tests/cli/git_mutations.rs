@@ -193,10 +193,12 @@ fn planted_refs_and_a_submodule_entry_are_not_imported_while_the_sessions_branch
 
 #[test]
 fn an_object_stored_under_another_objects_name_refuses_the_whole_import() {
+    // The commit names `payload`'s blob, whose file then holds another blob's content.
     let script = format!(
-        "{GIT} commit -q --allow-empty -m forged && id=$(echo payload | git hash-object -w \
-         --stdin) && mkdir -p .git/objects/00 && cp .git/objects/$(echo $id | cut -c1-2)/$(echo \
-         $id | cut -c3-) .git/objects/00/00000000000000000000000000000000000000"
+        "one=$(echo payload | git hash-object -w --stdin) && two=$(echo evil | git hash-object \
+         -w --stdin) && git update-index --add --cacheinfo 100644,$one,p.txt && {GIT} commit -q \
+         -m forged && path() {{ echo .git/objects/$(echo $1 | cut -c1-2)/$(echo $1 | cut -c3-); \
+         }} && cp -f $(path $two) $(path $one)"
     );
     let f = Fixture::new(&pipeline(&script));
     let out = f.run(&[]);

@@ -627,7 +627,10 @@ mod tests {
                 "/v1/chat/completions",
                 br#"{"stream":true,"stream_options":{"include_usage":false}}"#,
             ),
-            ("/v1/chat/completions", br#"{"stream":true,"stream_options":3}"#),
+            (
+                "/v1/chat/completions",
+                br#"{"stream":true,"stream_options":3}"#,
+            ),
             ("/v1/chat/completions", b"not json"),
             ("/v1/messages", br#"{"stream":true}"#),
         ] {

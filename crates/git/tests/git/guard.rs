@@ -10,7 +10,7 @@ use cordon_git::{GitError, Guard, Ignoring, PatchLimits, StatCache};
 use cordon_workspace::WsPath;
 
 use crate::attacks::{CANARY, bounded};
-use crate::support::{Fixture, git, git_out};
+use crate::support::{Fixture, git, git_out, plant_delta_chain};
 
 fn fifo(at: impl AsRef<Path>) -> rustix::io::Result<()> {
     rustix::fs::mknodat(
@@ -612,78 +612,6 @@ fn a_work_tree_of_deep_names_past_the_path_budget_is_refused() {
     }
 }
 
-/// Writes into `git_dir` a pack holding a blob and a chain of `links` deltas on it, the last of
-/// which adds a byte: only the blob and the tip are in its index. Returns the tip's id.
-fn plant_delta_chain(git_dir: &Path, links: usize) -> String {
-    let script = r#"
-import hashlib, os, struct, sys, zlib
-git, links = sys.argv[1], int(sys.argv[2])
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7f; n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n: return bytes(out)
-def head(kind, size):
-    first = (kind << 4) | (size & 0x0f); size >>= 4
-    out = bytearray()
-    while size:
-        out.append(first | 0x80); first = size & 0x7f; size >>= 7
-    out.append(first); return bytes(out)
-def distance(d):
-    out = bytearray([d & 0x7f]); d >>= 7
-    while d:
-        d -= 1; out.insert(0, 0x80 | (d & 0x7f)); d >>= 7
-    return bytes(out)
-base = b"x" * 100
-# The header counts what the index lists (git checks that); the links sit between unlisted.
-body = bytearray(b"PACK" + struct.pack(">II", 2, 2))
-entries = []
-offset = len(body); entries.append((b"blob", base, offset))
-body += head(3, len(base)) + zlib.compress(base)
-prev, size = offset, len(base)
-for i in range(links):
-    tip = i == links - 1
-    target = size + 1 if tip else size
-    delta = varint(size) + varint(target) + bytes([0x80 | 0x10, size]) + (b"\x01y" if tip else b"")
-    offset = len(body)
-    body += head(6, len(delta)) + distance(offset - prev) + zlib.compress(delta)
-    prev = offset
-    if tip: entries.append((b"blob", base + b"y", offset))
-body += hashlib.sha1(body).digest()
-ids = []
-for kind, content, off in entries:
-    oid = hashlib.sha1(kind + b" " + str(len(content)).encode() + b"\0" + content).digest()
-    ids.append((oid, off))
-ids.sort()
-idx = bytearray(b"\xfftOc" + struct.pack(">I", 2))
-for byte in range(256):
-    idx += struct.pack(">I", sum(1 for oid, _ in ids if oid[0] <= byte))
-for oid, _ in ids: idx += oid
-for _ in ids: idx += struct.pack(">I", 0)
-for _, off in ids: idx += struct.pack(">I", off)
-idx += body[-20:]
-idx += hashlib.sha1(idx).digest()
-name = os.path.join(git, "objects", "pack", "pack-" + body[-20:].hex())
-os.makedirs(os.path.dirname(name), exist_ok=True)
-open(name + ".pack", "wb").write(body)
-open(name + ".idx", "wb").write(idx)
-print(hashlib.sha1(b"blob 101\0" + base + b"y").hexdigest())
-"#;
-    let out = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(git_dir)
-        .arg(links.to_string())
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 #[test]
 fn a_planted_pack_with_a_delta_chain_deeper_than_git_writes_is_refused() {
     for (links, refused) in [(10, false), (5_000, true)] {
@@ -691,7 +619,7 @@ fn a_planted_pack_with_a_delta_chain_deeper_than_git_writes_is_refused() {
         fx.write("a.txt", "a\n");
         fx.commit_all("base");
         let repo = fx.guarded(writable());
-        let tip = plant_delta_chain(&fx.path().join(".git"), links);
+        let tip = plant_delta_chain(&fx.path().join(".git"), links, 100);
         // Control: git itself reads the tip through the chain.
         assert_eq!(git_out(fx.path(), &["cat-file", "-s", &tip]), "101");
         let diff = fx.diff_with(&repo);

@@ -5,6 +5,7 @@
 
 mod attacks;
 mod guard;
+mod private;
 mod support;
 
 use cordon_git::{Ignoring, PatchLimits, StatCache};

@@ -25,6 +25,10 @@ fn command(dir: &Path, args: &[&str]) -> Command {
         .env("HOME", dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        // A fixture given to another user (the ownership tests, as root) is still the tests'.
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*")
         .env("GIT_AUTHOR_NAME", "Fixture")
         .env("GIT_AUTHOR_EMAIL", "fixture@example.test")
         .env("GIT_COMMITTER_NAME", "Fixture")
@@ -216,4 +220,79 @@ fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Writes into `git_dir` a pack holding a blob of `base` bytes and a chain of `links` deltas on
+/// it, each copying it whole, the last adding a byte: only the blob and the tip are in its
+/// index. Returns the tip's id.
+pub fn plant_delta_chain(git_dir: &Path, links: usize, base: usize) -> String {
+    let script = r#"
+import hashlib, os, struct, sys, zlib
+git, links, size0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7f; n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n: return bytes(out)
+def head(kind, size):
+    first = (kind << 4) | (size & 0x0f); size >>= 4
+    out = bytearray()
+    while size:
+        out.append(first | 0x80); first = size & 0x7f; size >>= 7
+    out.append(first); return bytes(out)
+def distance(d):
+    out = bytearray([d & 0x7f]); d >>= 7
+    while d:
+        d -= 1; out.insert(0, 0x80 | (d & 0x7f)); d >>= 7
+    return bytes(out)
+base = b"x" * size0
+# The header counts what the index lists (git checks that); the links sit between unlisted.
+body = bytearray(b"PACK" + struct.pack(">II", 2, 2))
+entries = []
+offset = len(body); entries.append((b"blob", base, offset))
+body += head(3, len(base)) + zlib.compress(base)
+prev, size = offset, len(base)
+for i in range(links):
+    tip = i == links - 1
+    target = size + 1 if tip else size
+    copy = bytes([0x80 | 0x01 | 0x02 | 0x04 | 0x10 | 0x20 | 0x40]) + b"\0\0\0" + size.to_bytes(3, "little")
+    delta = varint(size) + varint(target) + copy + (b"\x01y" if tip else b"")
+    offset = len(body)
+    body += head(6, len(delta)) + distance(offset - prev) + zlib.compress(delta)
+    prev = offset
+    if tip: entries.append((b"blob", base + b"y", offset))
+body += hashlib.sha1(body).digest()
+ids = []
+for kind, content, off in entries:
+    oid = hashlib.sha1(kind + b" " + str(len(content)).encode() + b"\0" + content).digest()
+    ids.append((oid, off))
+ids.sort()
+idx = bytearray(b"\xfftOc" + struct.pack(">I", 2))
+for byte in range(256):
+    idx += struct.pack(">I", sum(1 for oid, _ in ids if oid[0] <= byte))
+for oid, _ in ids: idx += oid
+for _ in ids: idx += struct.pack(">I", 0)
+for _, off in ids: idx += struct.pack(">I", off)
+idx += body[-20:]
+idx += hashlib.sha1(idx).digest()
+name = os.path.join(git, "objects", "pack", "pack-" + body[-20:].hex())
+os.makedirs(os.path.dirname(name), exist_ok=True)
+open(name + ".pack", "wb").write(body)
+open(name + ".idx", "wb").write(idx)
+print(hashlib.sha1(b"blob " + str(len(base) + 1).encode() + b"\0" + base + b"y").hexdigest())
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(git_dir)
+        .arg(links.to_string())
+        .arg(base.to_string())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

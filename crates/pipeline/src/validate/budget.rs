@@ -67,7 +67,13 @@ fn wall_clock(out: &mut FileSink<'_>, node: &Node) -> Option<NonZeroU64> {
 }
 
 /// A decimal amount (US dollars): at least 0 when `zero` is allowed, else greater than 0.
-fn amount(out: &mut FileSink<'_>, node: &Node, key: &str, example: &str, zero: bool) -> Option<f64> {
+fn amount(
+    out: &mut FileSink<'_>,
+    node: &Node,
+    key: &str,
+    example: &str,
+    zero: bool,
+) -> Option<f64> {
     let parsed = node
         .scalar()
         .filter(|s| s.plain)
@@ -91,7 +97,12 @@ fn amount(out: &mut FileSink<'_>, node: &Node, key: &str, example: &str, zero: b
 pub fn parse_amount(text: &str) -> Option<f64> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(fraction) || text.ends_with('.') || text.len() > 32 {
+    if whole.is_empty()
+        || !digits(whole)
+        || !digits(fraction)
+        || text.ends_with('.')
+        || text.len() > 32
+    {
         return None;
     }
     text.parse::<f64>().ok().filter(|v| v.is_finite())
@@ -136,7 +147,11 @@ mod tests {
             (" 5s", None),
             ("99999999999999999999h", None),
         ] {
-            assert_eq!(parse_duration(text).map(NonZeroU64::get), expected, "{text:?}");
+            assert_eq!(
+                parse_duration(text).map(NonZeroU64::get),
+                expected,
+                "{text:?}"
+            );
         }
     }
 

@@ -124,7 +124,15 @@ fn emit(p: &Pipeline) -> String {
             let _ = writeln!(y, "  cost_usd: {c}");
         }
         if let Some(w) = b.wall_clock {
-            let _ = writeln!(y, "  wall_clock: {}", if w.get() % 60 == 0 { format!("{}m", w.get() / 60) } else { format!("{w}s") });
+            let _ = writeln!(
+                y,
+                "  wall_clock: {}",
+                if w.get() % 60 == 0 {
+                    format!("{}m", w.get() / 60)
+                } else {
+                    format!("{w}s")
+                }
+            );
         }
     }
     let _ = writeln!(y, "agents_dir: {}", q(p.agents_dir.as_str()));

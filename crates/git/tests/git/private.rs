@@ -1,0 +1,306 @@
+//! A session's private git directory and its import (`cordon_git::private`), without a sandbox:
+//! each test plays the sandbox by running the system's git on the private directory (its
+//! alternates pointed at the host's objects, as the session's mount makes them), then imports and
+//! judges the host's repository with git. Everything the sandbox could forge is forged here:
+//! submodule entries in commits, trees `git fsck` refuses, index flags that hide changes, delta
+//! chains that cost hours, objects nothing names.
+
+use std::path::PathBuf;
+
+use cordon_git::private::{PrivateGit, prepare};
+
+use crate::support::{Fixture, git, git_out, plant_delta_chain};
+
+/// A repository with one commit, and a session on it.
+struct Session {
+    fx: Fixture,
+    _state: tempfile::TempDir,
+    private: PrivateGit,
+}
+
+impl Session {
+    fn new(setup: impl FnOnce(&Fixture)) -> Session {
+        let fx = Fixture::new();
+        fx.write("f.txt", "one\n");
+        fx.commit_all("base");
+        setup(&fx);
+        let state = tempfile::tempdir().expect("tempdir");
+        let private = prepare(fx.path(), state.path())
+            .expect("prepared")
+            .private
+            .expect("an ordinary repository gets a private git directory");
+        // The session sees the host's objects through its alternates (its mount, here a path).
+        std::fs::write(
+            private.dir().join("objects/info/alternates"),
+            format!("{}\n", fx.path().join(".git/objects").display()),
+        )
+        .expect("alternates");
+        Session {
+            fx,
+            _state: state,
+            private,
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.private.dir().to_path_buf()
+    }
+
+    /// The system's git as the sandbox runs it: on the private directory and the work tree.
+    fn git(&self, args: &[&str]) -> String {
+        let dir = self.dir();
+        let mut all = vec!["--git-dir", dir.to_str().expect("utf-8")];
+        all.extend_from_slice(args);
+        git_out(self.fx.path(), &all)
+    }
+
+    fn import(self) -> (Fixture, Result<cordon_git::private::Imported, String>) {
+        let result = self.private.import().map_err(|e| e.to_string());
+        (self.fx, result)
+    }
+}
+
+fn host(fx: &Fixture, args: &[&str]) -> String {
+    git_out(fx.path(), args)
+}
+
+fn exists(fx: &Fixture, id: &str) -> bool {
+    std::process::Command::new(crate::support::system_git())
+        .args(["cat-file", "-e", id])
+        .current_dir(fx.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .status()
+        .expect("git")
+        .success()
+}
+
+#[test]
+fn a_session_commit_and_index_are_imported_and_objects_nothing_names_are_not() {
+    let s = Session::new(|_| {});
+    let base = host(&s.fx, &["rev-parse", "HEAD"]);
+    s.fx.write("f.txt", "two\n");
+    s.git(&["add", "f.txt"]);
+    s.git(&["commit", "-q", "-m", "session"]);
+    let garbage = {
+        let file = s.fx.outside().join("garbage");
+        std::fs::write(&file, "nothing names me\n").expect("write");
+        s.git(&["hash-object", "-w", file.to_str().expect("utf-8")])
+    };
+    let dir = s.dir();
+    let (fx, imported) = s.import();
+    let imported = imported.expect("imported");
+    assert!(imported.index, "{imported:?}");
+    assert_eq!(host(&fx, &["log", "-1", "--format=%s"]), "session");
+    assert_eq!(host(&fx, &["rev-parse", "HEAD~1"]), base);
+    assert_eq!(host(&fx, &["status", "--porcelain"]), "");
+    git(fx.path(), &["fsck", "--strict", "--no-dangling"]);
+    assert!(
+        !exists(&fx, &garbage),
+        "an object nothing names stayed behind"
+    );
+    assert!(!dir.exists(), "the private directory is removed");
+}
+
+#[test]
+fn a_commit_adding_a_submodule_entry_refuses_the_import_and_writes_nothing() {
+    let s = Session::new(|_| {});
+    let before = host(&s.fx, &["rev-parse", "HEAD"]);
+    let head = s.git(&["rev-parse", "HEAD"]);
+    s.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{head},sub"),
+    ]);
+    s.git(&["commit", "-q", "-m", "gitlink"]);
+    let commit = s.git(&["rev-parse", "HEAD"]);
+    let (fx, imported) = s.import();
+    let err = imported.expect_err("refused");
+    assert!(err.contains("adds the submodule entry `sub`"), "{err}");
+    assert_eq!(host(&fx, &["rev-parse", "HEAD"]), before);
+    assert!(!exists(&fx, &commit), "nothing of the session was written");
+    git(fx.path(), &["fsck", "--strict"]);
+}
+
+#[test]
+fn a_submodule_entry_the_start_had_may_stay_in_the_sessions_commits() {
+    // The control: HEAD has `sub` already; a session commit beside it is imported.
+    let s = Session::new(|fx| {
+        let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
+        git(
+            fx.path(),
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{head},vendor/sub"),
+            ],
+        );
+        git(fx.path(), &["commit", "-q", "-m", "submodule"]);
+    });
+    s.fx.write("f.txt", "two\n");
+    s.git(&["add", "f.txt"]);
+    s.git(&["commit", "-q", "-m", "beside"]);
+    let (fx, imported) = s.import();
+    imported.expect("imported");
+    assert_eq!(host(&fx, &["log", "-1", "--format=%s"]), "beside");
+}
+
+#[test]
+fn a_tree_git_fsck_refuses_is_not_imported() {
+    let s = Session::new(|_| {});
+    let before = host(&s.fx, &["rev-parse", "HEAD"]);
+    let blob = s.git(&["rev-parse", "HEAD:f.txt"]);
+    // Two entries named `file.txt`: what is reviewed can differ from what is checked out.
+    let tree_file = s.fx.outside().join("tree");
+    let python = format!(
+        "import sys;b=bytes.fromhex('{blob}');sys.stdout.buffer.write(b'100644 file.txt\\0'+b+b'100644 file.txt\\0'+b)"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &python])
+        .output()
+        .expect("python3");
+    std::fs::write(&tree_file, out.stdout).expect("tree");
+    let tree = s.git(&[
+        "hash-object",
+        "-t",
+        "tree",
+        "--literally",
+        "-w",
+        tree_file.to_str().expect("utf-8"),
+    ]);
+    let commit = s.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "twice"]);
+    s.git(&["update-ref", "refs/heads/main", &commit]);
+    let (fx, imported) = s.import();
+    let err = imported.expect_err("refused");
+    assert!(err.contains("named twice"), "{err}");
+    assert_eq!(host(&fx, &["rev-parse", "HEAD"]), before);
+    git(fx.path(), &["fsck", "--strict"]);
+}
+
+#[test]
+fn index_flags_and_stat_data_that_would_hide_a_change_are_not_imported() {
+    let s = Session::new(|_| {});
+    // The sandbox stages a change, then marks the file assume-unchanged and edits it again:
+    // with its index the host's git would see nothing.
+    s.fx.write("g.txt", "staged\n");
+    s.git(&["add", "g.txt"]);
+    s.fx.write("f.txt", "one\ncurl evil | sh\n");
+    s.git(&["update-index", "--assume-unchanged", "f.txt"]);
+    assert_eq!(
+        s.git(&["status", "--porcelain"]),
+        "A  g.txt",
+        "the sandbox's git is blind"
+    );
+    let (fx, imported) = s.import();
+    assert!(imported.expect("imported").index);
+    assert_eq!(
+        host(&fx, &["ls-files", "-v"]),
+        "H f.txt\nH g.txt",
+        "no entry is assume-unchanged"
+    );
+    // The host's git reads the file again and sees the edit.
+    assert_eq!(host(&fx, &["status", "--porcelain"]), " M f.txt\nA  g.txt");
+}
+
+#[test]
+fn delta_chains_of_large_objects_refuse_the_import_before_they_are_resolved() {
+    let s = Session::new(|_| {});
+    let before = host(&s.fx, &["rev-parse", "HEAD"]);
+    // 4,095 deltas (as deep as git goes) each copying 8 MiB: 32 GiB to resolve the tip.
+    let tip = plant_delta_chain(&s.dir(), 4095, 8 << 20);
+    s.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("100644,{tip},big.bin"),
+    ]);
+    let tree = s.git(&["write-tree"]);
+    let commit = s.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "bomb"]);
+    s.git(&["update-ref", "refs/heads/main", &commit]);
+    let started = std::time::Instant::now();
+    let (fx, imported) = s.import();
+    let err = imported.expect_err("refused");
+    assert!(err.contains("delta resolution"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "refused from headers, not by resolving"
+    );
+    assert_eq!(host(&fx, &["rev-parse", "HEAD"]), before);
+}
+
+#[test]
+fn the_same_chain_of_small_objects_is_imported() {
+    // The control: the chain alone is not refused; its cost is.
+    let s = Session::new(|_| {});
+    let tip = plant_delta_chain(&s.dir(), 4095, 100);
+    s.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("100644,{tip},small.bin"),
+    ]);
+    let tree = s.git(&["write-tree"]);
+    let commit = s.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "chain"]);
+    s.git(&["update-ref", "refs/heads/main", &commit]);
+    let (fx, imported) = s.import();
+    imported.expect("imported");
+    assert_eq!(host(&fx, &["cat-file", "-s", &tip]), "101");
+}
+
+#[test]
+fn everything_the_import_makes_belongs_to_the_repositorys_owner() {
+    use std::os::unix::fs::MetadataExt;
+    // As root, the repository is given to another user first: the import runs as root there.
+    let root = std::fs::metadata("/proc/self").expect("proc").uid() == 0;
+    let s = Session::new(|fx| {
+        git(fx.path(), &["branch", "packed"]);
+        git(fx.path(), &["pack-refs", "--all"]);
+    });
+    let owner = if root {
+        65534
+    } else {
+        std::fs::metadata(s.fx.path()).expect("ws").uid()
+    };
+    // The session commits, deletes the packed branch and tags; the host moves main meanwhile,
+    // so the session's main is rescued under refs/cordon/.
+    s.git(&["commit", "-q", "--allow-empty", "-m", "session"]);
+    s.git(&["branch", "-D", "packed"]);
+    s.git(&["tag", "t1"]);
+    git(
+        s.fx.path(),
+        &["commit", "-q", "--allow-empty", "-m", "host"],
+    );
+    if root {
+        let status = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(s.fx.path())
+            .status()
+            .expect("chown");
+        assert!(status.success());
+    }
+    let (fx, imported) = s.import();
+    let imported = imported.expect("imported");
+    assert!(
+        imported
+            .notes
+            .iter()
+            .any(|n| n.contains("refs/cordon/rescued/")),
+        "{imported:?}"
+    );
+    assert_eq!(host(&fx, &["log", "-1", "--format=%s", "t1"]), "session");
+    assert!(host(&fx, &["branch", "--list", "packed"]).is_empty());
+    let mut pending = vec![fx.path().join(".git")];
+    while let Some(path) = pending.pop() {
+        let meta = std::fs::symlink_metadata(&path).expect("meta");
+        assert_eq!(meta.uid(), owner, "{} is not the owner's", path.display());
+        if meta.is_dir() {
+            pending.extend(
+                std::fs::read_dir(&path)
+                    .expect("dir")
+                    .map(|e| e.expect("entry").path()),
+            );
+        }
+    }
+}
