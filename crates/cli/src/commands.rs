@@ -1,6 +1,7 @@
 //! One module per `cordon` subcommand; each exposes `Args` and `run(Args) -> anyhow::Result<ExitCode>`.
 
 pub mod cache;
+pub mod diff;
 pub mod doctor;
 pub mod egress;
 pub mod exec;

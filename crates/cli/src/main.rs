@@ -31,6 +31,8 @@ enum Command {
     Run(commands::run::Args),
     /// Print a run's events (the most recent run by default).
     Logs(commands::logs::Args),
+    /// Print the changes a run, or one step attempt, made to the workspace.
+    Diff(commands::diff::Args),
     /// List the stored runs and their status.
     Runs(commands::runs::Args),
     /// Check a pipeline and print every problem as file:line:col.
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
     finish(match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Logs(args) => commands::logs::run(args),
+        Command::Diff(args) => commands::diff::run(args),
         Command::Runs(args) => commands::runs::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Exec(args) => commands::exec::run(args, None),
