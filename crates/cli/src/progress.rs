@@ -60,6 +60,9 @@ struct Inner {
     detail: bool,
     /// Tool calls waiting for their result: id → (tool, its arguments in one line, when).
     calls: std::collections::HashMap<String, (String, String, u64)>,
+    /// Per agent step: the first line of its latest model turn's text (its final message once
+    /// the step finishes), and whether that turn's text is still to come.
+    said: std::collections::HashMap<String, (Option<String>, bool)>,
 }
 
 /// Lines of a failed command step's output shown under its line.
@@ -92,6 +95,7 @@ impl Progress {
             memory_cap: None,
             detail: true,
             calls: std::collections::HashMap::new(),
+            said: std::collections::HashMap::new(),
         }));
         if mode == Mode::Live {
             let ticker = Arc::clone(&inner);
@@ -368,6 +372,48 @@ fn failure(step: &StepView) -> Option<String> {
 /// output, and one line per finished tool call of an agent step
 /// (`  bash  pytest -q  → exit 1  0.8s`). Unescaped: the caller escapes each line.
 fn details(inner: &mut Inner, record: &Record) -> Vec<String> {
+    let step_name = record.step.as_ref().map(|s| s.as_str().to_owned());
+    match (&record.event, step_name) {
+        // A model turn's text is the first output after its answer.
+        (
+            Event::LlmResponse {
+                source: cordon_protocol::event::LlmSource::Agent,
+                ..
+            },
+            Some(step),
+        ) => {
+            if inner.said.len() >= PENDING_CALLS {
+                inner.said.clear();
+            }
+            inner.said.insert(step, (None, true));
+            return Vec::new();
+        }
+        (Event::StepOutput { text, .. }, Some(step)) => {
+            if let Some((said, awaiting @ true)) = inner.said.get_mut(&step) {
+                *awaiting = false;
+                *said = text
+                    .lines()
+                    .map(str::trim)
+                    .find(|l| !l.is_empty() && !l.starts_with("$ "))
+                    .map(str::to_owned);
+            }
+            return Vec::new();
+        }
+        (Event::ToolCall { .. }, Some(step)) => {
+            // A turn that called a tool was not the final one.
+            if let Some((said, _)) = inner.said.get_mut(&step) {
+                *said = None;
+            }
+        }
+        (Event::StepFinished { .. }, Some(step)) => {
+            if let Some((Some(said), _)) = inner.said.remove(&step) {
+                let mut lines = tail(inner, record);
+                lines.insert(0, format!("  {}", cut(&said, ARGUMENT_CHARS * 2)));
+                return lines;
+            }
+        }
+        _ => {}
+    }
     match &record.event {
         Event::ToolCall {
             id,
@@ -395,32 +441,47 @@ fn details(inner: &mut Inner, record: &Record) -> Vec<String> {
             let took = duration(record.ts.unix_millis().saturating_sub(started));
             vec![format!("  {name}  {arguments}  → {result}  {took}")]
         }
-        Event::StepFinished {
-            verdict: Verdict::Fail,
-            ..
-        } => {
-            let Some(step) = record
-                .step
-                .as_ref()
-                .and_then(|name| inner.view.steps().iter().find(|s| &s.name == name))
-            else {
-                return Vec::new();
-            };
-            let text = step.console.text();
-            let lines: Vec<&str> = text.lines().collect();
-            let start = lines.len().saturating_sub(TAIL_LINES);
-            let mut out = Vec::new();
-            if start > 0 || step.console.omitted() > 0 {
-                out.push(format!(
-                    "    … ({} earlier lines: `cordon logs --step {}`)",
-                    start as u64 + step.console.omitted(),
-                    step.name.as_str()
-                ));
-            }
-            out.extend(lines[start..].iter().map(|line| format!("    {line}")));
-            out
-        }
+        Event::StepFinished { .. } => tail(inner, record),
         _ => Vec::new(),
+    }
+}
+
+/// The last [`TAIL_LINES`] of a failed step's output (nothing for a step that passed).
+fn tail(inner: &Inner, record: &Record) -> Vec<String> {
+    let Event::StepFinished {
+        verdict: Verdict::Fail,
+        ..
+    } = &record.event
+    else {
+        return Vec::new();
+    };
+    let Some(step) = record
+        .step
+        .as_ref()
+        .and_then(|name| inner.view.steps().iter().find(|s| &s.name == name))
+    else {
+        return Vec::new();
+    };
+    let text = step.console.text();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(TAIL_LINES);
+    let mut out = Vec::new();
+    if start > 0 || step.console.omitted() > 0 {
+        out.push(format!(
+            "    … ({} earlier lines: `cordon logs --step {}`)",
+            start as u64 + step.console.omitted(),
+            step.name.as_str()
+        ));
+    }
+    out.extend(lines[start..].iter().map(|line| format!("    {line}")));
+    out
+}
+
+/// `text` cut to `chars` characters, an ellipsis marking the cut.
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
     }
 }
 
@@ -556,10 +617,14 @@ fn summary(view: &RunView, now: u64) -> String {
         }
         out.push('\n');
     }
-    let total = match (view.started, view.finished) {
-        (Some(start), Some(end)) => format!(
+    // Only while a process held the run: a resumed run's time does not count the pause.
+    let total = match (view.held_since.or(view.started), view.finished) {
+        (Some(since), Some(end)) => format!(
             " in {}",
-            duration(end.unix_millis().saturating_sub(start.unix_millis()))
+            duration(
+                view.held_before_ms
+                    .saturating_add(end.unix_millis().saturating_sub(since.unix_millis()))
+            )
         ),
         _ => String::new(),
     };

@@ -167,6 +167,12 @@ pub struct RunView {
     pub tokens_in: u64,
     pub tokens_out: u64,
     pub last_seq: u64,
+    /// Milliseconds processes held the run before the latest took it (`run.resumed`): a run's
+    /// time counts only while a process held it.
+    pub held_before_ms: u64,
+    /// When the latest process took the run, and its latest event.
+    pub held_since: Option<Timestamp>,
+    last_ts: Option<Timestamp>,
     pub graph: Graph,
     steps: Vec<StepView>,
     egress: BTreeMap<(Option<String>, String, String, Option<String>), EgressRow>,
@@ -197,6 +203,9 @@ impl RunView {
             tokens_in: 0,
             tokens_out: 0,
             last_seq: 0,
+            held_before_ms: 0,
+            held_since: None,
+            last_ts: None,
             graph,
             steps,
             egress: BTreeMap::new(),
@@ -245,6 +254,20 @@ impl RunView {
     pub fn apply(&mut self, record: &Record) {
         self.last_seq = self.last_seq.max(record.seq);
         let ts = record.ts;
+        if let Event::RunResumed { .. } = &record.event
+            && let (Some(since), Some(last)) = (self.held_since, self.last_ts)
+        {
+            self.held_before_ms = self
+                .held_before_ms
+                .saturating_add(last.unix_millis().saturating_sub(since.unix_millis()));
+        }
+        if matches!(
+            record.event,
+            Event::RunStarted { .. } | Event::RunResumed { .. }
+        ) {
+            self.held_since = Some(ts);
+        }
+        self.last_ts = Some(ts);
         match &record.event {
             Event::RunStarted {
                 workspace,

@@ -206,9 +206,7 @@ fn stat(patch: &[u8]) -> String {
         };
         out.push_str(&format!(" {name:<width$} | {bar}\n"));
     }
-    let plural = |n: u64, one: &str, many: &str| {
-        format!("{n} {}", if n == 1 { one } else { many })
-    };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     out.push_str(&format!(
         " {}, {}(+), {}(-)\n",
         plural(files.len() as u64, "file changed", "files changed"),
@@ -230,6 +228,9 @@ mod tests {
             stat(patch),
             " src/a.rs | 3 ++-\n img.png  | Bin\n 2 files changed, 2 insertions(+), 1 deletion(-)\n"
         );
-        assert_eq!(stat(b""), " 0 files changed, 0 insertions(+), 0 deletions(-)\n");
+        assert_eq!(
+            stat(b""),
+            " 0 files changed, 0 insertions(+), 0 deletions(-)\n"
+        );
     }
 }

@@ -402,3 +402,32 @@ fn gauges_show_what_the_sample_holds() {
         assert_eq!(gauges(&s, cap).as_deref(), expected, "{s:?}");
     }
 }
+
+#[test]
+fn a_resumed_runs_time_counts_only_while_a_process_held_it() {
+    // Held 4.42 s, then nobody for an hour, then 2 s to the end: 6.4 s, not an hour.
+    let mut records = history();
+    records.push(record(
+        9,
+        3_604_420,
+        None,
+        Event::RunResumed {
+            attempt: Attempt::new(2).expect("2"),
+            max_attempts: 3,
+        },
+    ));
+    records.push(record(
+        10,
+        3_606_420,
+        None,
+        Event::RunFinished {
+            outcome: Outcome::Failure,
+            reason: "gave up".into(),
+        },
+    ));
+    let summary = summary(&view(&records, false), T0 + 3_606_420);
+    assert!(
+        summary.ends_with("failure: gave up (attempt 2 in 6.4s)\n"),
+        "{summary}"
+    );
+}

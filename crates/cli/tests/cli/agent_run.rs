@@ -490,4 +490,6 @@ fn an_agent_step_shows_one_line_per_tool_call_with_its_result() {
         err.contains("\n  bash  echo hi; exit 3  → exit 3  "),
         "{err}"
     );
+    // The final message's first line, under the step's line.
+    assert!(err.contains("\n  done\n"), "{err}");
 }

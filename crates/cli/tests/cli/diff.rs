@@ -68,7 +68,10 @@ fn the_runs_diff_is_what_it_committed_and_each_attempt_has_its_own() {
 
     // One attempt: after `edit`, a.txt is `two` and b.txt new.
     let (_, edit, _) = diff(&f, &["--step", "edit"]);
-    assert!(edit.contains("+two") && edit.contains("+new") && !edit.contains("+three"), "{edit}");
+    assert!(
+        edit.contains("+two") && edit.contains("+new") && !edit.contains("+three"),
+        "{edit}"
+    );
     let (_, stat, _) = diff(&f, &["--step", "again", "--stat"]);
     assert_eq!(
         stat,
@@ -89,9 +92,15 @@ fn a_step_or_attempt_the_run_never_finished_is_named_with_the_fix() {
     );
     let (code, _, err) = diff(&f, &["--step", "edit", "--attempt", "2"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("finished 1 time; pass --attempt 1 to 1"), "{err}");
+    assert!(
+        err.contains("finished 1 time; pass --attempt 1 to 1"),
+        "{err}"
+    );
     // The commit action's own attempt changed nothing in the work tree.
     let (code, out, err) = diff(&f, &["--step", "commit"]);
     assert_eq!((code, out.as_str()), (Some(0), ""));
-    assert!(err.contains("no changes after `commit` (attempt 1)"), "{err}");
+    assert!(
+        err.contains("no changes after `commit` (attempt 1)"),
+        "{err}"
+    );
 }
