@@ -143,6 +143,14 @@ try {
   assert.deepEqual([await nodes(), await consoles(), await tokens()], live);
   assert.equal(live[2], '0', 'a run of commands used no model tokens');
   assert.equal(await page.locator('[data-cost]').innerText(), '$0.0000', 'a priced run shows its cost');
+  // Earlier attempts stay reachable: the first `test` attempt's console and recorded diff (it
+  // created `fixed`), loaded when its details open.
+  const firstTest = page.locator('details[data-attempt-of="test"][data-attempt="1"]');
+  await firstTest.locator('summary').click();
+  assert.match(await firstTest.locator('pre.console').innerText(), /test divides \.\.\. FAILED/);
+  await firstTest.locator('pre[data-diff="test"][data-attempt="1"]', { hasText: 'fixed' }).waitFor();
+  assert.match(await firstTest.locator('pre[data-diff="test"][data-attempt="1"]').innerText(), /diff --git a\/fixed b\/fixed/);
+  assert.equal(await page.locator('[data-attempt-of="review"]').count(), 1);
   assert.deepEqual(live[0], [['build', 'passed', '2'], ['test', 'passed', '2'], ['review', 'passed', '1']]);
   await page.waitForTimeout(300); // the picture only: let the last frame paint
   mkdirSync(join(target, 'browser'), { recursive: true });
@@ -178,6 +186,12 @@ try {
   // server's fold agrees after a reload.
   assert.equal(await page.locator('[data-tokens]').innerText(), '150');
   assert.equal(await page.locator('[data-cost]').count(), 0, 'no cost without pricing');
+  // The agent-like attempt's conversation: the task, the turn's text and its one tool call.
+  const talk = page.locator('[data-transcript="test"][data-attempt="2"]');
+  await talk.waitFor({ state: 'attached' });
+  assert.match(await talk.textContent(), /Make the tests pass\.[\s\S]*Running the tests once more\./);
+  assert.equal(await talk.locator('[data-tool-call="bash"]').count(), 1);
+  assert.match(await talk.locator('[data-tool-call="bash"]').textContent(), /pytest -q[\s\S]*3 passed/);
   await page.reload();
   await page.waitForSelector('#run-status[data-status="success"]');
   assert.equal(await page.locator('[data-tokens]').innerText(), '150');

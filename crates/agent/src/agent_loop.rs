@@ -105,6 +105,7 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
             .event(Event::LlmRequest {
                 model: spec.model.clone(),
                 source: LlmSource::Agent,
+                task: (iteration == 1).then(|| bounded_task(&spec.task)),
             })
             .map_err(AgentError::Journal)?;
         let asked = Instant::now();
@@ -303,4 +304,23 @@ fn out_of_time(deadline: Option<Instant>, timeout: Option<Duration>) -> Option<S
             timeout.as_secs()
         )
     })
+}
+
+/// The most bytes of the task message `llm.request{task}` records.
+pub const MAX_RECORDED_TASK: usize = 64 << 10;
+
+/// `task`, cut to [`MAX_RECORDED_TASK`] bytes at a character boundary with a marker.
+fn bounded_task(task: &str) -> String {
+    if task.len() <= MAX_RECORDED_TASK {
+        return task.to_owned();
+    }
+    let mut cut = MAX_RECORDED_TASK;
+    while !task.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n[cordon: {} more bytes not recorded]",
+        &task[..cut],
+        task.len() - cut
+    )
 }

@@ -111,6 +111,7 @@ impl LaneSink for LaneEvents {
         self.push(Event::LlmRequest {
             model: model.to_owned(),
             source: LlmSource::Lane,
+            task: None,
         });
     }
 

@@ -160,7 +160,14 @@ pub enum Event {
     #[serde(rename = "policy.refuse")]
     PolicyRefuse { domain: String, reason: String },
     #[serde(rename = "llm.request")]
-    LlmRequest { model: String, source: LlmSource },
+    LlmRequest {
+        model: String,
+        source: LlmSource,
+        /// An agent attempt's first request: the task message it was given (bounded), so the
+        /// run page can show its conversation from the start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+    },
     #[serde(rename = "llm.response")]
     LlmResponse {
         model: String,

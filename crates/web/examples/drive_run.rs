@@ -149,7 +149,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     "test",
                     "running 3 tests\ntest adds ... \u{1b}[32mok\u{1b}[0m\ntest divides ... \u{1b}[32mok\u{1b}[0m\ntest result: \u{1b}[32mok\u{1b}[0m. 3 passed\n",
                 )?;
-                // The test step asked the model through its lane once: 150 tokens for the run.
+                // The test step asked the model once (150 tokens for the run), said a line and
+                // called a tool: a conversation for the page's transcript.
+                append(
+                    "test",
+                    Event::LlmRequest {
+                        model: "m".into(),
+                        source: LlmSource::Agent,
+                        task: Some("Make the tests pass.".into()),
+                    },
+                )?;
                 append(
                     "test",
                     Event::LlmResponse {
@@ -157,8 +166,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         input_tokens: 100,
                         output_tokens: 50,
                         latency_ms: 5,
-                        source: LlmSource::Lane,
+                        source: LlmSource::Agent,
                         estimated: None,
+                    },
+                )?;
+                out("test", "Running the tests once more.\n")?;
+                append(
+                    "test",
+                    Event::ToolCall {
+                        id: "c1".into(),
+                        name: "bash".into(),
+                        arguments: serde_json::json!({"command": "pytest -q"}),
+                    },
+                )?;
+                append(
+                    "test",
+                    Event::ToolResult {
+                        id: "c1".into(),
+                        ok: true,
+                        interrupted: None,
+                        output: "3 passed\n[exit code 0]".into(),
                     },
                 )?;
                 finish("test", two, Verdict::Pass, None)?;

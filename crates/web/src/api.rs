@@ -1,5 +1,6 @@
 //! The JSON API (Appendix A): `GET /api/runs`, `/api/runs/<id>`,
-//! `/api/runs/<id>/events?type=&step=&after=&limit=`, `/api/runs/<id>/egress`.
+//! `/api/runs/<id>/events?type=&step=&after=&limit=`, `/api/runs/<id>/egress`; and
+//! `/api/runs/<id>/diffs/<blob>`, a step attempt's recorded diff as text.
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::header;
@@ -166,4 +167,46 @@ pub(crate) async fn egress(
         })
         .collect();
     Ok(json(&entries))
+}
+
+/// The largest diff served; a recorded patch is capped well below (`PatchLimits`).
+pub const MAX_DIFF: usize = 16 << 20;
+
+/// `GET /api/runs/<id>/diffs/<blob>`: the patch one of the run's `step.finished` events recorded,
+/// as text. Only such blobs are served — never another blob of the store (a step's stored output,
+/// another run's) — and as `text/plain` the browser never runs it.
+pub(crate) async fn diff(
+    State(state): State<AppState>,
+    Path((id, blob)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    let blob: u64 = blob
+        .parse()
+        .map_err(|_| WebError::NotFound(format!("no diff `{blob}`")))?;
+    let blob = cordon_protocol::event::BlobId(blob);
+    let row = state.resolve(id).await?;
+    let filter = EventFilter {
+        types: vec!["step.finished".to_owned()],
+        ..EventFilter::default()
+    };
+    let bytes = state
+        .read(move |r| {
+            let recorded = r.events(row.id, &filter)?.iter().any(|record| {
+                matches!(&record.event, Event::StepFinished { diff: Some(d), .. } if *d == blob)
+            });
+            Ok(if recorded { r.blob(blob)? } else { None })
+        })
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("run has no diff {}", blob.0)))?;
+    let mut text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_DIFF)]).into_owned();
+    if bytes.len() > MAX_DIFF {
+        text.push_str("\n# cordon: the rest of this diff is not shown\n");
+    }
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        text,
+    )
+        .into_response())
 }

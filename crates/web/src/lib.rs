@@ -44,6 +44,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/runs/{id}", get(api::run))
         .route("/api/runs/{id}/events", get(api::events))
         .route("/api/runs/{id}/egress", get(api::egress))
+        .route("/api/runs/{id}/diffs/{blob}", get(api::diff))
         .route("/api/runs/{id}/stream", get(stream::stream))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(

@@ -177,6 +177,8 @@ pub struct RunView {
     steps: Vec<StepView>,
     egress: BTreeMap<(Option<String>, String, String, Option<String>), EgressRow>,
     routes: Vec<RouteTaken>,
+    /// Every attempt (the latest [`attempts::MAX_ATTEMPTS`]): console, diff, commit, transcript.
+    pub attempts: attempts::Attempts,
 }
 
 impl RunView {
@@ -210,6 +212,7 @@ impl RunView {
             steps,
             egress: BTreeMap::new(),
             routes: Vec::new(),
+            attempts: attempts::Attempts::default(),
         }
     }
 
@@ -268,6 +271,19 @@ impl RunView {
             self.held_since = Some(ts);
         }
         self.last_ts = Some(ts);
+        self.apply_event(record);
+        if let Some(name) = &record.step {
+            let starts = self
+                .steps
+                .iter()
+                .find(|s| &s.name == name)
+                .map_or(0, |s| s.attempts);
+            self.attempts.apply(record, starts, self.attempt);
+        }
+    }
+
+    fn apply_event(&mut self, record: &Record) {
+        let ts = record.ts;
         match &record.event {
             Event::RunStarted {
                 workspace,
@@ -502,6 +518,7 @@ struct Snapshot<'a> {
     steps: Vec<StepOut<'a>>,
     routes: &'a [RouteTaken],
     egress: Vec<&'a EgressRow>,
+    attempts: &'a attempts::Attempts,
 }
 
 #[derive(Serialize)]
@@ -539,10 +556,13 @@ impl Serialize for RunView {
                 .collect(),
             routes: &self.routes,
             egress: self.egress.values().collect(),
+            attempts: &self.attempts,
         }
         .serialize(s)
     }
 }
+
+pub mod attempts;
 
 #[cfg(test)]
 mod tests;

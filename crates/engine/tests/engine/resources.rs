@@ -302,6 +302,7 @@ impl AgentDriver for Filler {
         let asked = journal.event(Event::LlmRequest {
             model: "m".into(),
             source: cordon_protocol::event::LlmSource::Agent,
+            task: None,
         });
         self.model_calls_after_fill = Some(match &asked {
             Ok(()) => Ok(()),

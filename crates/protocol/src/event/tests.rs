@@ -144,6 +144,17 @@ fn every_kind() -> Vec<Event> {
         Event::LlmRequest {
             model: "m".into(),
             source: LlmSource::Lane,
+            task: None,
+        },
+        Event::LlmRequest {
+            model: "m".into(),
+            source: LlmSource::Agent,
+            task: Some("Fix the bug.".into()),
+        },
+        Event::BudgetExhausted {
+            kind: "tokens".into(),
+            used: 24.into(),
+            limit: 20.into(),
         },
         Event::LlmResponse {
             model: "m".into(),
@@ -194,8 +205,8 @@ fn every_event_type_survives_its_stored_form() {
     kinds.dedup();
     assert_eq!(
         kinds.len(),
-        27,
-        "Appendix A lists 26 event types, Appendix B adds egress.dropped"
+        28,
+        "Appendix A lists 26 event types, Appendix B adds egress.dropped and budget.exhausted"
     );
     for event in events {
         let back = Event::from_parts(event.kind(), &event.data_json())

@@ -216,6 +216,9 @@
   const outcome = el('div', { class: 'outcome', id: 'outcome' });
   const consoles = el('div', { class: 'consoles', id: 'consoles' });
   const egressBox = el('div', { id: 'egress' });
+  // Every attempt (Appendix B): its console as it ended, its diff `[data-diff]`, its commit, and
+  // an agent attempt's conversation `[data-transcript]` with one `[data-tool-call]` per call.
+  const attemptsBox = el('div', { id: 'attempts' });
   const filter = el('select', { id: 'log-filter' }, el('option', { value: '' }, 'all types'));
   const logInfo = el('span', {});
   const logBody = el('tbody', {});
@@ -224,6 +227,7 @@
     el('section', { class: 'panel' }, el('h2', {}, 'pipeline'), graphBox),
     el('section', { class: 'panel' }, el('h2', {}, 'outcome'), outcome),
     el('section', { class: 'panel' }, el('h2', {}, 'consoles'), consoles),
+    el('section', { class: 'panel' }, el('h2', {}, 'attempts'), attemptsBox),
     el('section', { class: 'panel' }, el('h2', {}, 'egress'), egressBox),
     el('section', { class: 'panel' }, el('h2', {}, 'events'), el('div', { class: 'log-tools' }, el('label', {}, 'type ', filter), logInfo),
       el('div', { class: 'log-wrap' }, logTable))));
@@ -444,8 +448,83 @@
   }
   filter.addEventListener('change', () => { for (const row of logBody.rows) row.hidden = !matches(row.dataset.type); });
 
+  // ---- attempts ------------------------------------------------------------------------------
+  let attempts = view.attempts || { list: [], omitted: 0 };
+  let attemptsDirty = true;
+  const opened = new Set(); // attempts whose details the user opened, kept across re-renders
+  const diffs = new Map(); // blob -> text (or a promise while fetching)
+  function attemptKey(a) { return a.step + '#' + a.n; }
+  function renderAttempts() {
+    attemptsDirty = false;
+    if (!attempts.list.length) { attemptsBox.replaceChildren(el('p', { class: 'empty' }, 'no attempt yet')); return; }
+    const nodes = [];
+    if (attempts.omitted) nodes.push(el('p', { class: 'meta' }, attempts.omitted + ' earlier attempts not shown; all events: ', el('a', { href: '/api/runs/' + view.id + '/events' }, 'JSON')));
+    for (const a of attempts.list.slice().reverse()) {
+      const key = attemptKey(a);
+      const verdict = a.finished ? (a.verdict === 'pass' ? 'passed' : 'failed') : (view.held ? 'running' : 'interrupted');
+      const details = el('details', { class: 'attempt', 'data-attempt-of': a.step, 'data-attempt': String(a.n), 'data-status': verdict },
+        el('summary', {}, el('span', { class: 'mono' }, a.step), ' · attempt ' + a.n + ' (run attempt ' + a.run_attempt + ') · ',
+          el('span', { class: 'st-' + verdict }, verdict), a.reason ? ' · ' + a.reason.split('\n')[0] : ''));
+      if (opened.has(key)) details.open = true;
+      details.addEventListener('toggle', () => { if (details.open) { opened.add(key); loadDiff(details, a); } else opened.delete(key); });
+      if (a.commit) {
+        details.append(el('div', { class: 'commit', 'data-commit': a.commit.sha }, 'commit ', el('span', { class: 'mono' }, a.commit.sha.slice(0, 12)),
+          ': ' + a.commit.files.join(', ') + (a.commit.files_omitted ? ' and ' + a.commit.files_omitted + ' more' : '')));
+      }
+      if (a.task || a.turns.length) details.append(transcript(a));
+      const pre = el('pre', { class: 'console' }, a.console.omitted ? '… ' + a.console.omitted + ' earlier lines\n' : '');
+      ansi(crlines(a.console.text || ''), pre);
+      details.append(el('h3', {}, 'console'), pre);
+      if (a.diff !== null && a.diff !== undefined) {
+        details.append(el('h3', {}, 'diff'), el('pre', { class: 'diff', 'data-diff': a.step, 'data-attempt': String(a.n) }, 'open to load'));
+        if (details.open) loadDiff(details, a);
+      } else if (a.finished) {
+        details.append(el('p', { class: 'meta', 'data-diff': a.step, 'data-attempt': String(a.n) }, 'no changes against HEAD after this attempt'));
+      }
+      nodes.push(details);
+    }
+    attemptsBox.replaceChildren(...nodes);
+  }
+  function transcript(a) {
+    const box = el('div', { class: 'transcript', 'data-transcript': a.step, 'data-attempt': String(a.n) }, el('h3', {}, 'conversation'));
+    if (a.task) box.append(el('div', { class: 'turn task' }, el('div', { class: 'who' }, 'task'), el('pre', {}, a.task)));
+    a.turns.forEach((t, i) => {
+      const turn = el('div', { class: 'turn' }, el('div', { class: 'who' }, 'model turn ' + (i + 1) + ' · ' + (t.tokens_in + t.tokens_out) + ' tokens' + (t.estimated ? ' (estimated)' : '')));
+      if (t.text) turn.append(el('pre', {}, t.text));
+      for (const c of t.calls) {
+        turn.append(el('div', { class: 'call', 'data-tool-call': c.name },
+          el('div', { class: 'mono' }, c.name + ' ' + c.arguments),
+          el('pre', { class: c.ok === false ? 'result failed' : 'result' }, c.result === null ? (view.held ? '(running)' : '(no result)') : c.result)));
+      }
+      box.append(turn);
+    });
+    if (a.turns_omitted) box.append(el('p', { class: 'meta' }, a.turns_omitted + ' more turns not shown'));
+    return box;
+  }
+  function loadDiff(details, a) {
+    if (a.diff === null || a.diff === undefined) return;
+    const pre = details.querySelector('pre[data-diff]');
+    const known = diffs.get(a.diff);
+    if (typeof known === 'string') { pre.textContent = known; return; }
+    if (known) return;
+    pre.textContent = 'loading…';
+    diffs.set(a.diff, fetch('/api/runs/' + view.id + '/diffs/' + a.diff).then((r) => r.ok ? r.text() : 'the diff could not be loaded (' + r.status + ')')
+      .then((text) => { diffs.set(a.diff, text); const now = attemptsBox.querySelector(`pre[data-diff="${CSS.escape(a.step)}"][data-attempt="${a.n}"]`); if (now) now.textContent = text; }));
+  }
+  // The server's fold is the one truth: after the events that change an attempt, the panel is
+  // fetched again (at most every half second).
+  let refetch = null;
+  function attemptsChanged() {
+    if (refetch) return;
+    refetch = setTimeout(() => {
+      fetch('/api/runs/' + view.id).then((r) => r.json()).then((v) => { attempts = v.attempts || attempts; attemptsDirty = true; schedule(); })
+        .catch(() => {}).finally(() => { refetch = null; });
+    }, 500);
+  }
+
   function render() {
     renderHeader();
+    if (attemptsDirty) renderAttempts();
     if (graphDirty || layoutDirty) { renderGraph(); graphDirty = false; }
     renderConsoles();
     if (egressDirty) renderEgress();
@@ -474,7 +553,8 @@
   // ---- live ------------------------------------------------------------------------------------
   let ended = false;
   const source = new EventSource('/api/runs/' + view.id + '/stream?after=' + view.last_seq);
-  source.onmessage = (e) => { apply(JSON.parse(e.data)); schedule(); };
+  const ATTEMPT_EVENTS = new Set(['step.started', 'step.finished', 'tool.result', 'commit.created', 'llm.response']);
+  source.onmessage = (e) => { const rec = JSON.parse(e.data); apply(rec); if (ATTEMPT_EVENTS.has(rec.type)) attemptsChanged(); schedule(); };
   source.addEventListener('status', (e) => {
     const st = JSON.parse(e.data);
     if (view.held !== st.held) { view.held = st.held; for (const s of steps.values()) s.dirty = true; graphDirty = true; schedule(); }

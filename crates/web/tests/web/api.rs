@@ -287,3 +287,123 @@ async fn the_run_snapshot_reads_as_expected() {
     let text = serde_json::to_string_pretty(&view).expect("json");
     insta::assert_snapshot!(redact(&text, &run.to_string()));
 }
+
+#[tokio::test]
+async fn each_attempt_has_its_conversation_and_its_diff_is_served_as_text_but_no_other_blob() {
+    use cordon_protocol::event::{LlmSource, OutputStream};
+    let fx = Fixture::new();
+    let run = fx.run(9);
+    let patch = b"diff --git a/x b/x\n+<script>alert(1)</script>\n".to_vec();
+    let diff = fx.store.put_blob(run, &patch).expect("blob");
+    let other = fx
+        .store
+        .put_blob(run, b"a step's stored output")
+        .expect("blob");
+    for event in [
+        Event::StepStarted {
+            attempt: Attempt::FIRST,
+        },
+        Event::LlmRequest {
+            model: "m".into(),
+            source: LlmSource::Agent,
+            task: Some("Fix the bug.".into()),
+        },
+        Event::LlmResponse {
+            model: "m".into(),
+            input_tokens: 10,
+            output_tokens: 2,
+            latency_ms: 1,
+            source: LlmSource::Agent,
+            estimated: Some(true),
+        },
+        Event::StepOutput {
+            stream: OutputStream::Stdout,
+            text: "Looking at it.\n".into(),
+        },
+        Event::ToolCall {
+            id: "c1".into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": "pytest"}),
+        },
+        Event::ToolResult {
+            id: "c1".into(),
+            ok: false,
+            interrupted: None,
+            output: "1 failed".into(),
+        },
+        Event::StepFinished {
+            attempt: Attempt::FIRST,
+            verdict: Verdict::Fail,
+            exit_code: None,
+            reason: Some("tests fail".into()),
+            diff: Some(diff),
+            output_omitted_bytes: None,
+        },
+    ] {
+        fx.append(run, Some("dev"), event);
+    }
+    let view = json(&get(fx.app(), &format!("/api/runs/{run}")).await);
+    let attempt = &view["attempts"]["list"][0];
+    assert_eq!(
+        (attempt["step"].as_str(), attempt["n"].as_u64()),
+        (Some("dev"), Some(1))
+    );
+    assert_eq!(attempt["task"], "Fix the bug.");
+    let turn = &attempt["turns"][0];
+    assert_eq!(
+        (
+            turn["tokens_in"].as_u64(),
+            turn["estimated"].as_bool(),
+            turn["text"].as_str()
+        ),
+        (Some(10), Some(true), Some("Looking at it."))
+    );
+    assert_eq!(turn["calls"][0]["name"], "bash");
+    assert_eq!(turn["calls"][0]["result"], "1 failed");
+    assert_eq!(turn["calls"][0]["ok"], false);
+    assert_eq!(attempt["diff"], diff.0);
+
+    let reply = get(fx.app(), &format!("/api/runs/{run}/diffs/{}", diff.0)).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.body.as_bytes(), patch.as_slice());
+    assert_eq!(
+        reply.headers["content-type"].to_str().ok(),
+        Some("text/plain; charset=utf-8"),
+        "never HTML"
+    );
+    assert_eq!(
+        reply.headers["x-content-type-options"].to_str().ok(),
+        Some("nosniff")
+    );
+    // The control: a blob of the run that is not a recorded diff, and nonsense, are not served.
+    for blob in [other.0.to_string(), "x".to_owned(), "99999".to_owned()] {
+        let reply = get(fx.app(), &format!("/api/runs/{run}/diffs/{blob}")).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::NOT_FOUND,
+            "{blob}: {}",
+            reply.body
+        );
+    }
+}
+
+#[test]
+fn only_the_latest_attempts_are_kept_and_the_rest_counted() {
+    use cordon_web::view::attempts::{Attempts, MAX_ATTEMPTS};
+    let mut attempts = Attempts::default();
+    for n in 1..=(MAX_ATTEMPTS as u32 + 3) {
+        let record = cordon_protocol::Record {
+            run: cordon_protocol::RunId::from_u128(1),
+            seq: u64::from(n),
+            ts: cordon_protocol::event::Timestamp(0),
+            step: cordon_protocol::StepName::parse("s").ok(),
+            event: Event::StepStarted {
+                attempt: Attempt::FIRST,
+            },
+        };
+        attempts.apply(&record, n, 1);
+    }
+    assert_eq!(attempts.list.len(), MAX_ATTEMPTS);
+    assert_eq!(attempts.omitted, 3);
+    assert_eq!(attempts.list[0].n, 4);
+}
