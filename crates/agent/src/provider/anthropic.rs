@@ -228,6 +228,19 @@ struct WireUsage {
     input_tokens: Option<u64>,
     #[serde(default)]
     output_tokens: Option<u64>,
+    /// Cached input, which `input_tokens` leaves out and which counts as input (DESIGN §18).
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn cached(&self) -> u64 {
+        self.cache_read_input_tokens
+            .unwrap_or(0)
+            .saturating_add(self.cache_creation_input_tokens.unwrap_or(0))
+    }
 }
 
 fn fatal(message: String) -> ReadFailure {
@@ -269,7 +282,10 @@ fn read_whole(response: HttpResponse, model: &str) -> Result<Response, ReadFailu
         text: (!text.is_empty()).then_some(text),
         tool_calls,
         usage: Usage {
-            input_tokens: usage.input_tokens.unwrap_or(0),
+            input_tokens: usage
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(usage.cached()),
             output_tokens: usage.output_tokens.unwrap_or(0),
         },
     })
@@ -289,6 +305,9 @@ enum Partial {
 fn read_stream(response: HttpResponse, model: &str) -> Result<Response, ReadFailure> {
     let mut blocks: BTreeMap<u64, Partial> = BTreeMap::new();
     let mut usage = Usage::default();
+    // Cached input from `message_start`, kept when a later `message_delta` repeats only
+    // `input_tokens`.
+    let mut cached_input = 0u64;
     let mut answered_model = model.to_owned();
     let mut stopped = false;
     sse::read(
@@ -310,7 +329,11 @@ fn read_stream(response: HttpResponse, model: &str) -> Result<Response, ReadFail
                         .pointer("/message/usage/input_tokens")
                         .and_then(|n| n.as_u64())
                     {
-                        usage.input_tokens = n;
+                        cached_input = data
+                            .pointer("/message/usage")
+                            .and_then(|u| serde_json::from_value::<WireUsage>(u.clone()).ok())
+                            .map_or(0, |u| u.cached());
+                        usage.input_tokens = n.saturating_add(cached_input);
                     }
                 }
                 "content_block_start" => {
@@ -368,7 +391,17 @@ fn read_stream(response: HttpResponse, model: &str) -> Result<Response, ReadFail
                         usage.output_tokens = n;
                     }
                     if let Some(n) = data.pointer("/usage/input_tokens").and_then(|n| n.as_u64()) {
-                        usage.input_tokens = n;
+                        let repeated = data
+                            .get("usage")
+                            .and_then(|u| serde_json::from_value::<WireUsage>(u.clone()).ok())
+                            .filter(|u| {
+                                u.cache_read_input_tokens.is_some()
+                                    || u.cache_creation_input_tokens.is_some()
+                            });
+                        if let Some(repeated) = repeated {
+                            cached_input = repeated.cached();
+                        }
+                        usage.input_tokens = n.saturating_add(cached_input);
                     }
                 }
                 "message_stop" => {

@@ -195,3 +195,35 @@ fn anthropic_403_is_an_auth_error_naming_the_variable() {
         "Anthropic refused the request with HTTP 403: no access to this model; check the key in `ANTHROPIC_API_KEY`"
     );
 }
+
+#[test]
+fn cached_input_counts_as_input_whole_and_streamed() {
+    let cached = |transport, reply| {
+        let server = Server::start(vec![reply]);
+        let host = LocalHost::new();
+        let mut journal = Memory::default();
+        let mut host = host;
+        run(
+            &spec(&host, 2),
+            &mut provider(&server, transport),
+            &mut host,
+            &mut journal,
+        );
+        journal.events.iter().find_map(|e| match e {
+            Event::LlmResponse { input_tokens, .. } => Some(*input_tokens),
+            _ => None,
+        })
+    };
+    let mut whole = message(json!([{"type": "text", "text": "Done."}]), "end_turn");
+    whole["usage"] = json!({"input_tokens": 5, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 16, "output_tokens": 2});
+    assert_eq!(cached(Transport::Whole, Reply::ok(whole)), Some(321));
+    let streamed = Reply::Sse(vec![
+        ("message_start", json!({"type": "message_start", "message": {"model": "claude-test-1", "usage": {"input_tokens": 7, "cache_read_input_tokens": 93, "output_tokens": 1}}}).to_string()),
+        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}).to_string()),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Done."}}).to_string()),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 0}).to_string()),
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"input_tokens": 7, "output_tokens": 3}}).to_string()),
+        ("message_stop", json!({"type": "message_stop"}).to_string()),
+    ]);
+    assert_eq!(cached(Transport::Stream, streamed), Some(100));
+}

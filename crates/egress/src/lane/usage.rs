@@ -22,6 +22,9 @@ pub(crate) struct UsageScanner {
     /// Set once the buffer overflowed: the current line (or the body) is skipped.
     skipping: bool,
     usage: Usage,
+    /// Anthropic's cached input (`cache_read_input_tokens` + `cache_creation_input_tokens`),
+    /// which its `input_tokens` leaves out and which counts as input (DESIGN §18).
+    cached: u64,
 }
 
 impl UsageScanner {
@@ -35,6 +38,7 @@ impl UsageScanner {
             buffer: Vec::new(),
             skipping: false,
             usage: Usage::default(),
+            cached: 0,
         }
     }
 
@@ -78,7 +82,9 @@ impl UsageScanner {
                 self.absorb(&value);
             }
         }
-        self.usage
+        let mut usage = self.usage;
+        usage.input_tokens = usage.input_tokens.saturating_add(self.cached);
+        usage
     }
 
     fn line(&mut self, line: &[u8]) {
@@ -108,6 +114,13 @@ impl UsageScanner {
             if let Some(n) = count(&["completion_tokens", "output_tokens"]) {
                 self.usage.output_tokens = n;
             }
+            let cache: Vec<u64> = ["cache_read_input_tokens", "cache_creation_input_tokens"]
+                .iter()
+                .filter_map(|k| usage.get(*k)?.as_u64())
+                .collect();
+            if !cache.is_empty() {
+                self.cached = cache.iter().fold(0u64, |a, b| a.saturating_add(*b));
+            }
         }
     }
 }
@@ -132,6 +145,22 @@ mod tests {
     #[test]
     fn usage_is_read_from_whole_and_streamed_answers_of_every_provider_shape() {
         let cases: &[(&str, &[&str], (u64, u64))] = &[
+            // Anthropic's cached input counts as input.
+            (
+                "application/json",
+                &[
+                    r#"{"type":"message","usage":{"input_tokens":5,"cache_read_input_tokens":100,"cache_creation_input_tokens":20,"output_tokens":2}}"#,
+                ],
+                (125, 2),
+            ),
+            (
+                "text/event-stream",
+                &[
+                    "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"cache_read_input_tokens\":40,\"output_tokens\":1}}}\n\n",
+                    "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\n\n",
+                ],
+                (49, 7),
+            ),
             (
                 "application/json",
                 &[
