@@ -238,6 +238,29 @@ try {
   loads.sort((a, b) => a - b);
   console.log(`measure: 5000-event run page: state rendered ${loads[2].toFixed(0)} ms after navigation start (median of 5; min ${loads[0].toFixed(0)}, max ${loads[4].toFixed(0)}), event log of 1000 rows filled at ${logs[2].toFixed(0)} ms`);
 
+  // Measure: an agent attempt of 200 tool calls with a 5,000-line diff, opened on the page: from
+  // the click to every call and the whole diff rendered.
+  const talk200 = start(driver, [state, 'transcript']);
+  const talkRun = (await talk200.next()).replace(/^run /, '');
+  await new Promise((ok) => talk200.once('exit', ok));
+  const opens = [];
+  for (let i = 0; i < 5; i++) {
+    await page.goto(`${origin}/runs/${talkRun}`);
+    await page.waitForSelector('#run-status[data-status="success"]');
+    const entry = page.locator('details[data-attempt-of="dev"][data-attempt="1"]');
+    const t = await page.evaluate(() => performance.now());
+    await entry.locator('summary').click();
+    await entry.locator('pre[data-diff="dev"][data-attempt="1"]', { hasText: 'new line 2499' }).waitFor();
+    assert.equal(await entry.locator('[data-transcript="dev"] [data-tool-call="bash"]').count(), 200);
+    opens.push(await page.evaluate((t0) => performance.now() - t0, t));
+  }
+  opens.sort((a, b) => a - b);
+  console.log(`measure: a 200-call agent attempt with a 5,000-line diff: opened and rendered in ${opens[2].toFixed(0)} ms (median of 5; min ${opens[0].toFixed(0)}, max ${opens[4].toFixed(0)})`);
+  await page.locator('details[data-attempt-of="dev"] [data-tool-call="bash"]').first().scrollIntoViewIfNeeded();
+  const attemptsShot = join(target, 'browser/ui-attempts.png');
+  await page.locator('#attempts').screenshot({ path: attemptsShot });
+  if (process.env.UPDATE_DOCS_SCREENSHOT) copyFileSync(attemptsShot, join(root, 'docs/ui-attempts.png'));
+
   // Measure: 20 concurrent SSE clients each receive the whole 5,000-event stream and its end.
   const t0 = performance.now();
   const counts = await Promise.all(Array.from({ length: 20 }, async () => {

@@ -6,6 +6,8 @@
 //! output); each stdin line advances: 1 finishes `build` and starts `test`, 2 fails `test`
 //! and retries, 3 passes both and finishes the run. Prints `run <ID>` then `stage <n>` after each.
 //! `drive_run STATE_DIR big N`: a finished run of N events, prints `run <ID>` and exits.
+//! `drive_run STATE_DIR transcript`: a finished run whose `dev` attempt made 200 tool calls and
+//! left a 5,000-line diff, prints `run <ID>` and exits.
 
 use std::io::BufRead as _;
 use std::path::PathBuf;
@@ -52,6 +54,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if mode == "big" {
         let count: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(5000);
         big(&store, run, count)?;
+        return Ok(());
+    }
+    if mode == "transcript" {
+        transcript(&store, run)?;
         return Ok(());
     }
     let out = |step: &str, text: &str| {
@@ -275,6 +281,67 @@ fn big(store: &Store, run: RunId, count: u64) -> Result<(), Box<dyn std::error::
         &Event::RunFinished {
             outcome: Outcome::Success,
             reason: "test passed".into(),
+        },
+    )?;
+    Ok(())
+}
+
+/// A `dev` attempt of 200 tool calls (a turn each) that left a 5,000-line diff, and the run's end.
+fn transcript(store: &Store, run: RunId) -> Result<(), Box<dyn std::error::Error>> {
+    let step = StepName::parse("dev").ok();
+    let append = |event: Event| store.append(run, step.as_ref(), &event).map(|_| ());
+    append(Event::StepStarted {
+        attempt: Attempt::FIRST,
+    })?;
+    append(Event::LlmRequest {
+        model: "m".into(),
+        source: LlmSource::Agent,
+        task: Some("Make every test pass.".into()),
+    })?;
+    for i in 0..200 {
+        append(Event::LlmResponse {
+            model: "m".into(),
+            input_tokens: 1000 + i,
+            output_tokens: 40,
+            latency_ms: 5,
+            source: LlmSource::Agent,
+            estimated: None,
+        })?;
+        append(Event::StepOutput {
+            stream: OutputStream::Stdout,
+            text: format!("Checking test {i}.\n"),
+        })?;
+        append(Event::ToolCall {
+            id: format!("call_{i}"),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": format!("pytest -q tests/test_{i}.py")}),
+        })?;
+        append(Event::ToolResult {
+            id: format!("call_{i}"),
+            ok: true,
+            interrupted: None,
+            output: format!("{}\n1 passed\n[exit code 0]", "collected 1 item ".repeat(20)),
+        })?;
+    }
+    let mut patch = String::from("diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n@@ -1,2500 +1,2500 @@\n");
+    for i in 0..2500 {
+        patch.push_str(&format!("-old line {i}\n+new line {i}\n"));
+    }
+    let diff = store.put_blob(run, patch.as_bytes())?;
+    append(Event::StepFinished {
+        attempt: Attempt::FIRST,
+        verdict: Verdict::Pass,
+        exit_code: None,
+        reason: None,
+        diff: Some(diff),
+        output_omitted_bytes: None,
+    })?;
+    store.append(
+        run,
+        None,
+        &Event::RunFinished {
+            outcome: Outcome::Success,
+            reason: "dev passed".into(),
         },
     )?;
     Ok(())
