@@ -56,13 +56,20 @@ fn runs_json_has_the_contract_shape() {
 }
 
 #[test]
-fn a_closed_stdout_ends_runs_and_logs_quietly_with_status_0() {
+fn a_closed_stdout_ends_every_listing_command_quietly_with_status_0() {
     let f = crate::run::Fixture::new(
-        "name: demo\nsteps:\n  - name: build\n    command: [sh, -c, 'for i in $(seq 2000); do echo line $i; done']\n",
+        "name: demo\nisolation:\n  caches: [pip]\nsteps:\n  - name: build\n    command: [sh, -c, 'for i in $(seq 2000); do echo line $i; done; seq 2000 > out.txt']\n",
     );
     let out = f.run(&["--no-ui"]);
     assert_eq!(out.status.code(), Some(0), "{}", crate::run::stderr(&out));
-    for args in [&["runs"][..], &["runs", "--json"], &["logs", "--last"]] {
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["logs", "--last"],
+        &["diff"],
+        &["diff", "--stat"],
+        &["cache", "ls"],
+    ] {
         // The reader is gone before the command writes a byte: every write fails with EPIPE.
         let (reader, writer) = std::io::pipe().expect("pipe");
         drop(reader);
