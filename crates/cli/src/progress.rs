@@ -160,8 +160,17 @@ impl Progress {
         match self.mode {
             Mode::Quiet => {}
             Mode::Live => {
+                // What goes under a finished step (its output's tail, an agent's final message)
+                // stays on screen with the step's own line above it; the live block moves on.
+                let header = match record.event {
+                    Event::StepFinished { .. } if !details.is_empty() => {
+                        plain_line(&inner.view, record)
+                    }
+                    _ => None,
+                };
                 let lines: Vec<String> = notice(&inner.view, record)
                     .into_iter()
+                    .chain(header)
                     .chain(details)
                     .collect();
                 if !lines.is_empty() {

@@ -320,10 +320,15 @@ fn transcript(store: &Store, run: RunId) -> Result<(), Box<dyn std::error::Error
             id: format!("call_{i}"),
             ok: true,
             interrupted: None,
-            output: format!("{}\n1 passed\n[exit code 0]", "collected 1 item ".repeat(20)),
+            output: format!(
+                "{}\n1 passed\n[exit code 0]",
+                "collected 1 item ".repeat(20)
+            ),
         })?;
     }
-    let mut patch = String::from("diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n@@ -1,2500 +1,2500 @@\n");
+    let mut patch = String::from(
+        "diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n@@ -1,2500 +1,2500 @@\n",
+    );
     for i in 0..2500 {
         patch.push_str(&format!("-old line {i}\n+new line {i}\n"));
     }

@@ -379,3 +379,45 @@ fn a_background_exec_runs_to_its_end_without_touching_the_terminal() {
     assert_eq!(lines(&dir.path().join("rc"), 1), ["rc=0"]);
     assert_eq!(lines(&ws.join("out"), 1), ["done"]);
 }
+
+#[test]
+fn cordon_run_on_a_terminal_redraws_its_steps_in_place_and_ends_with_the_tail_and_summary() {
+    let f = crate::run::Fixture::new(
+        "name: live\nsteps:\n  - name: build\n    command: sleep 1; echo built\n  - name: check\n    command: echo first-of-the-tail; echo boom-at-the-end; exit 3\n",
+    );
+    let command = format!(
+        "{} run --no-ui --state-dir {}; echo \"exit=$?\"; sleep 60",
+        quote(&cordon_bin()),
+        quote(&f.state),
+    );
+    let tmux = Tmux::start(&f.ws, 120, 40, &format!("cd {} && {command}", quote(&f.ws)));
+    let screen = wait_for("the run never printed its exit status", || {
+        let lines = pane(&tmux);
+        if lines.iter().any(|l| l.starts_with("exit=")) {
+            Ok(lines)
+        } else {
+            Err(lines)
+        }
+    });
+    let text = screen.join("\n");
+    assert!(text.contains("exit=1"), "{text}");
+    // The live block was redrawn in place: each step has one line on the final screen, not one
+    // per redraw, and the failed step's output tail sits under it.
+    assert_eq!(
+        screen.iter().filter(|l| l.starts_with("build ")).count(),
+        1,
+        "the live line gave way to the summary row: {text}"
+    );
+    // The failed step's line stays, its output's tail under it.
+    let failed = screen
+        .iter()
+        .position(|l| l.starts_with("check  failed   attempt 1"))
+        .unwrap_or_else(|| panic!("no line for the failed step: {text}"));
+    assert_eq!(screen[failed + 1], "    first-of-the-tail", "{text}");
+    assert_eq!(screen[failed + 2], "    boom-at-the-end", "{text}");
+    assert!(text.contains("step   status"), "{text}");
+    assert!(
+        text.contains("run ") && text.contains(" failure: "),
+        "{text}"
+    );
+}
