@@ -255,6 +255,8 @@ try {
     opens.push(await page.evaluate((t0) => performance.now() - t0, t));
   }
   opens.sort((a, b) => a - b);
+  // The commit action's attempt shows its SHA and the files it committed.
+  assert.match(await page.locator('details[data-attempt-of="commit"] [data-commit="0123456789abcdef0123456789abcdef01234567"]').textContent(), /0123456789ab: big\.txt/);
   console.log(`measure: a 200-call agent attempt with a 5,000-line diff: opened and rendered in ${opens[2].toFixed(0)} ms (median of 5; min ${opens[0].toFixed(0)}, max ${opens[4].toFixed(0)})`);
   await page.locator('details[data-attempt-of="dev"] [data-tool-call="bash"]').first().scrollIntoViewIfNeeded();
   const attemptsShot = join(target, 'browser/ui-attempts.png');

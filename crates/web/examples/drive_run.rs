@@ -341,6 +341,25 @@ fn transcript(store: &Store, run: RunId) -> Result<(), Box<dyn std::error::Error
         diff: Some(diff),
         output_omitted_bytes: None,
     })?;
+    // The commit action: its SHA and files on the page.
+    let commit = StepName::parse("commit").ok();
+    let on_commit = |event: Event| store.append(run, commit.as_ref(), &event).map(|_| ());
+    on_commit(Event::StepStarted {
+        attempt: Attempt::FIRST,
+    })?;
+    on_commit(Event::CommitCreated {
+        sha: "0123456789abcdef0123456789abcdef01234567".into(),
+        files: vec!["big.txt".into()],
+        files_omitted: None,
+    })?;
+    on_commit(Event::StepFinished {
+        attempt: Attempt::FIRST,
+        verdict: Verdict::Pass,
+        exit_code: None,
+        reason: None,
+        diff: None,
+        output_omitted_bytes: None,
+    })?;
     store.append(
         run,
         None,

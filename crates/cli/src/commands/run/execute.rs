@@ -192,8 +192,16 @@ fn exit_on_signals(run: RunId, state_dir: &StateDir) {
     };
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
-            if let Ok(store) = Store::open(&state_dir) {
-                let _ = store.append(run, None, &Event::RunInterrupted { signal });
+            // The engine may be appending on its own connection at this moment: the store then
+            // refuses this one's write (busy, or the sequence number taken), so it is tried
+            // again, for at most a second.
+            for _ in 0..40 {
+                let appended = Store::open(&state_dir)
+                    .and_then(|store| store.append(run, None, &Event::RunInterrupted { signal }));
+                if appended.is_ok() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
             }
             eprintln!("cordon: interrupted; continue with `cordon run --resume {run}`");
             std::process::exit(128 + signal);
