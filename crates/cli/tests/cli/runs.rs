@@ -87,4 +87,16 @@ fn a_closed_stdout_ends_every_listing_command_quietly_with_status_0() {
         );
         assert_eq!(crate::run::stderr(&out), "", "{args:?}");
     }
+    // `policy` takes no state directory.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = crate::support::cordon()
+        .args(["policy", "pipeline.yaml"])
+        .current_dir(&f.ws)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("cordon policy");
+    assert_eq!(out.status.code(), Some(0), "{}", crate::run::stderr(&out));
+    assert_eq!(crate::run::stderr(&out), "");
 }
