@@ -304,6 +304,8 @@ impl<'a> Engine<'a> {
         let Some(step) = pipeline.step(name) else {
             return Ok(());
         };
+        // A spent budget runs nothing more, not even the step's setup hook.
+        self.check_budget()?;
         match cleanup {
             Cleanup::None => {}
             Cleanup::Hygiene => self.delete(&Self::outputs(pipeline.steps.iter()))?,
@@ -326,7 +328,6 @@ impl<'a> Engine<'a> {
         {
             return Ok(());
         }
-        self.check_budget()?;
         self.append(Some(name), Event::StepStarted { attempt })?;
         // A fresh monitor per attempt: only this attempt's samples can fail it.
         let monitor = match (&self.guard, step.kind.sandbox()) {
