@@ -29,7 +29,7 @@ pub(crate) fn refuse_deep_chains(path: &Path) -> Result<(), GitError> {
 pub(crate) fn chain_depths(
     path: &Path,
     self_contained: bool,
-) -> Result<HashMap<gix_hash::ObjectId, usize>, GitError> {
+) -> Result<HashMap<gix_hash::ObjectId, Chain>, GitError> {
     let index_path = path.with_extension("idx");
     if !index_path.is_file() {
         return Ok(HashMap::new());
@@ -45,13 +45,16 @@ pub(crate) fn chain_depths(
         .map_err(|err| refused(format!("has an index cordon cannot read ({err})")))?;
     let pack = gix_pack::data::File::at(path, gix_hash::Kind::Sha1)
         .map_err(|err| refused(format!("cannot be read ({err})")))?;
-    // The depth of every entry seen, so each is followed once however many chains share it.
-    let mut depth: HashMap<u64, usize> = HashMap::new();
+    // The depth and work of every entry seen, so each is followed once however many chains
+    // share it.
+    let mut seen: HashMap<u64, Chain> = HashMap::new();
+    let mut inflate = gix_zlib::Inflate::default();
+    let mut inflated = 0u64;
     for entry in index.iter() {
         let mut chain = Vec::new();
         let mut offset = entry.pack_offset;
         let base = loop {
-            if let Some(&known) = depth.get(&offset) {
+            if let Some(&known) = seen.get(&offset) {
                 break known;
             }
             if chain.len() > MAX_CHAIN {
@@ -59,11 +62,10 @@ pub(crate) fn chain_depths(
                     "has a delta chain deeper than {MAX_CHAIN} (git writes none)"
                 )));
             }
-            let header = pack
+            let found = pack
                 .entry(offset)
-                .map_err(|err| refused(format!("has an entry cordon cannot read ({err})")))?
-                .header;
-            let next = match header {
+                .map_err(|err| refused(format!("has an entry cordon cannot read ({err})")))?;
+            let next = match found.header {
                 Header::OfsDelta { base_distance } => offset.checked_sub(base_distance),
                 Header::RefDelta { base_id } => match index.lookup(base_id) {
                     Some(at) => Some(index.pack_offset_at_index(at)),
@@ -76,16 +78,21 @@ pub(crate) fn chain_depths(
                     }
                     // A base outside this pack (a thin pack's): found elsewhere, depth 0 here.
                     None => {
-                        chain.push(offset);
-                        break 0;
+                        chain.push((offset, found));
+                        break Chain::default();
                     }
                 },
                 Header::Commit | Header::Tree | Header::Blob | Header::Tag => {
-                    depth.insert(offset, 0);
-                    break 0;
+                    let whole = Chain {
+                        depth: 0,
+                        work: found.decompressed_size,
+                    };
+                    seen.insert(offset, whole);
+                    break whole;
                 }
             };
-            chain.push(offset);
+            let header = found.header;
+            chain.push((offset, found));
             match next {
                 Some(next) if next < offset || matches!(header, Header::RefDelta { .. }) => {
                     offset = next;
@@ -94,10 +101,23 @@ pub(crate) fn chain_depths(
             }
         };
         // A ref-delta loop runs into the chain bound above, never into this.
-        for (i, at) in chain.iter().rev().enumerate() {
-            depth.insert(*at, base + i + 1);
+        let mut below = base;
+        for (at, found) in chain.iter().rev() {
+            // What resolving this delta produces: every intermediate result counts, since
+            // gitoxide builds each one (a chain of large copies ending in a tiny object costs
+            // the copies). Measured only for a session's packs, from each delta's own header.
+            let produced = if self_contained {
+                delta_result_size(&pack, found, &mut inflate, &mut inflated).map_err(refused)?
+            } else {
+                0
+            };
+            below = Chain {
+                depth: below.depth + 1,
+                work: below.work.saturating_add(produced),
+            };
+            seen.insert(*at, below);
         }
-        if base + chain.len() > MAX_CHAIN {
+        if below.depth > MAX_CHAIN {
             return Err(refused(format!(
                 "has a delta chain deeper than {MAX_CHAIN} (git writes none)"
             )));
@@ -106,8 +126,53 @@ pub(crate) fn chain_depths(
     Ok(index
         .iter()
         .map(|entry| {
-            let at = depth.get(&entry.pack_offset).copied().unwrap_or(0);
+            let at = seen.get(&entry.pack_offset).copied().unwrap_or_default();
             (entry.oid, at)
         })
         .collect())
+}
+
+/// An indexed object's delta chain: its length, and the bytes resolving it produces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Chain {
+    pub depth: usize,
+    pub work: u64,
+}
+
+/// The most bytes one delta's instructions may take (inflated), and all of a pack's.
+const MAX_DELTA_INSTRUCTIONS: u64 = 64 << 20;
+const MAX_INFLATED: u64 = 4 << 30;
+
+/// The size of the object a delta entry produces: the second number of its inflated header.
+fn delta_result_size(
+    pack: &gix_pack::data::File,
+    entry: &gix_pack::data::Entry,
+    inflate: &mut gix_zlib::Inflate,
+    inflated: &mut u64,
+) -> Result<u64, String> {
+    let size = entry.decompressed_size;
+    *inflated = inflated.saturating_add(size);
+    if size > MAX_DELTA_INSTRUCTIONS || *inflated > MAX_INFLATED {
+        return Err(format!(
+            "has delta instructions larger than cordon reads ({size} bytes in one, at most \
+             {MAX_DELTA_INSTRUCTIONS}; {MAX_INFLATED} in all)"
+        ));
+    }
+    let mut out = vec![0u8; size as usize];
+    pack.decompress_entry(entry, inflate, &mut out)
+        .map_err(|err| format!("has a delta cordon cannot inflate ({err})"))?;
+    let mut bytes = out.iter();
+    let mut varint = || {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *bytes.next()?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    };
+    let _base = varint().ok_or("has a delta without a header")?;
+    varint().ok_or_else(|| "has a delta without a header".to_owned())
 }

@@ -429,10 +429,31 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
         .filter_map(|(name, text)| decode(text).map(|t| (name.clone(), t)))
         .collect();
     let names: BTreeSet<&String> = begun.keys().chain(end.keys()).collect();
-    let changed: Vec<&String> = names
-        .into_iter()
-        .filter(|name| begun.get(*name) != end.get(*name))
-        .collect();
+    let mut changed: Vec<&String> = Vec::new();
+    for name in names {
+        if begun.get(name) == end.get(name) {
+            continue;
+        }
+        // Only branches, tags, the stash and HEAD come back: a replace ref would make the host's
+        // git read other objects in place of the ones it names (review 2, finding A1), a
+        // remote-tracking ref would forge what the remote holds (A5).
+        if !importable(name) {
+            imported.notes.push(format!(
+                "`{name}` was not imported: only HEAD, branches, tags and the stash are"
+            ));
+            continue;
+        }
+        if let Some(Target::Symbolic(_)) = end.get(name)
+            && peel_symbolic(&end, name).is_none()
+        {
+            imported.notes.push(format!(
+                "`{name}` was not imported: it is a symbolic ref that names no commit (a loop, \
+                 or a ref that does not exist)"
+            ));
+            continue;
+        }
+        changed.push(name);
+    }
     let index = plan_index(git_dir, &view, start, &mut imported)?;
     // Only what a moved ref or the imported index reaches is brought in: objects nothing names
     // stay in the session's store (and are removed with it).
@@ -447,7 +468,16 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
         roots.extend(index.blobs.iter().copied());
     }
     let plan = plan_objects(&theirs, &ours, &roots, &depths)?;
-    refuse_new_gitlinks(&theirs, &ours, &begun, &plan.commits)?;
+    // Every new commit, and what every moved ref names in the end (a commit the host already
+    // had included: moving a branch back to an old commit with a submodule entry is the same
+    // hole, review 2 finding A2).
+    let mut checked = plan.commits.clone();
+    checked.extend(changed.iter().filter_map(|name| match end.get(*name) {
+        Some(Target::Object(id)) => Some(*id),
+        Some(Target::Symbolic(_)) => peel_symbolic(&end, name),
+        None => None,
+    }));
+    refuse_new_gitlinks(&theirs, &ours, &begun, &checked)?;
     for id in &plan.objects {
         let mut buffer = Vec::new();
         let object = theirs
@@ -494,6 +524,17 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
             Ok(()) => {
                 imported.refs += 1;
                 touched.extend([name.to_string(), format!("logs/{name}")]);
+                // A deleted ref's commit stays reachable (its reflog went with it).
+                if let (Some(Target::Object(was)), None) = (old, new)
+                    && name.as_str() != "HEAD"
+                    && let Ok(rescued) = rescue(&store, id, name, *was)
+                {
+                    touched.extend([rescued.clone(), format!("logs/{rescued}")]);
+                    imported.notes.push(format!(
+                        "`{name}` was deleted as the session deleted it; it named {was}, kept as \
+                         `{rescued}`"
+                    ));
+                }
             }
             Err(err) => {
                 let kept = match new {
@@ -575,7 +616,7 @@ fn plan_objects(
     theirs: &gix_odb::Handle,
     ours: &gix_odb::Handle,
     roots: &[ObjectId],
-    depths: &HashMap<ObjectId, usize>,
+    depths: &HashMap<ObjectId, crate::pack::Chain>,
 ) -> Result<Plan, GitError> {
     let refused = |why: String| {
         GitError::Objects(format!(
@@ -617,8 +658,9 @@ fn plan_objects(
             )));
         }
         bytes += header.size;
-        let depth = depths.get(&id).copied().unwrap_or(0) as u64;
-        work = work.saturating_add(header.size.saturating_mul(depth + 1));
+        // A loose object costs its size; a packed one every result along its delta chain.
+        let resolving = depths.get(&id).map_or(header.size, |chain| chain.work.max(header.size));
+        work = work.saturating_add(resolving);
         if bytes > MAX_IMPORT_BYTES {
             return Err(refused(format!(
                 "add up to more than {MAX_IMPORT_BYTES} bytes; commit less in one step"
@@ -768,34 +810,83 @@ fn refuse_new_gitlinks(
         ours,
         memo: HashMap::new(),
     };
-    let tree_of = |gitlinks: &mut Gitlinks<'_>, commit: &ObjectId| -> Result<ObjectId, GitError> {
-        let (_, data) = gitlinks.read(commit)?;
-        gix_object::CommitRef::from_bytes(&data, gix_hash::Kind::Sha1)
-            .map(|c| c.tree())
-            .map_err(|_| GitError::Objects(format!("the commit {commit} does not parse")))
+    // The tree an object stands for: a commit's, a tree itself, a tag's target peeled (a few
+    // levels); `None` for a blob.
+    let tree_of = |gitlinks: &mut Gitlinks<'_>, id: &ObjectId| -> Result<Option<ObjectId>, GitError> {
+        let mut at = *id;
+        for _ in 0..MAX_PEEL {
+            let (kind, data) = gitlinks.read(&at)?;
+            let broken = || GitError::Objects(format!("the object {at} does not parse"));
+            match kind {
+                gix_object::Kind::Commit => {
+                    return gix_object::CommitRef::from_bytes(&data, gix_hash::Kind::Sha1)
+                        .map(|c| Some(c.tree()))
+                        .map_err(|_| broken());
+                }
+                gix_object::Kind::Tree => return Ok(Some(at)),
+                gix_object::Kind::Tag => {
+                    at = gix_object::TagRef::from_bytes(&data, gix_hash::Kind::Sha1)
+                        .map_err(|_| broken())?
+                        .target();
+                }
+                gix_object::Kind::Blob => return Ok(None),
+            }
+        }
+        Err(GitError::Objects(format!(
+            "the tag {id} names tags more than {MAX_PEEL} deep; nothing of the session's git \
+             work was imported"
+        )))
     };
     let start = match head_commit(begun) {
-        Some(head) => {
-            let tree = tree_of(&mut gitlinks, &head)?;
-            gitlinks.paths(tree)?
-        }
+        Some(head) => match tree_of(&mut gitlinks, &head)? {
+            Some(tree) => gitlinks.paths(tree)?,
+            None => Rc::new(Vec::new()),
+        },
         None => Rc::new(Vec::new()),
     };
     let start: HashSet<&Vec<u8>> = start.iter().collect();
     for commit in commits {
-        let tree = tree_of(&mut gitlinks, commit)?;
+        let Some(tree) = tree_of(&mut gitlinks, commit)? else {
+            continue;
+        };
         let paths = gitlinks.paths(tree)?;
         if let Some(path) = paths.iter().find(|p| !start.contains(p)) {
             return Err(GitError::Objects(format!(
-                "the session's commit {commit} adds the submodule entry `{}`, which would make \
-                 the host's git enter a directory the sandbox wrote once it is checked out; \
-                 nothing of the session's git work was imported (make such a commit on the host \
-                 yourself if it is meant)",
+                "the session's {commit} (a new commit, or what a moved ref names) has the \
+                 submodule entry `{}` where the session's starting HEAD has none, which would \
+                 make the host's git enter a directory the sandbox wrote once it is checked out; \
+                 nothing of the session's git work was imported (do this on the host yourself if \
+                 it is meant)",
                 crate::quote(b"", path)
             )));
         }
     }
     Ok(())
+}
+
+/// How many tags deep a ref's target is peeled.
+const MAX_PEEL: usize = 8;
+
+/// Whether a ref the session changed may come back to the host: HEAD, branches, tags, the
+/// stash.
+fn importable(name: &str) -> bool {
+    name == "HEAD"
+        || name == "refs/stash"
+        || name.starts_with("refs/heads/")
+        || name.starts_with("refs/tags/")
+}
+
+/// The object the symbolic ref `name` ends at in `refs` (a few levels); `None` for a loop or a
+/// ref that does not exist.
+fn peel_symbolic(refs: &BTreeMap<String, Target>, name: &str) -> Option<ObjectId> {
+    let mut at = name;
+    for _ in 0..MAX_PEEL {
+        match refs.get(at)? {
+            Target::Object(id) => return Some(*id),
+            Target::Symbolic(next) => at = next,
+        }
+    }
+    None
 }
 
 /// The commit `HEAD` named at the start (through one symbolic ref).

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use cordon_git::private::{PrivateGit, prepare};
 
-use crate::support::{Fixture, git, git_out, plant_delta_chain};
+use crate::support::{Fixture, git, git_out, plant_delta_chain, plant_delta_chain_to};
 
 /// A repository with one commit, and a session on it.
 struct Session {
@@ -117,7 +117,7 @@ fn a_commit_adding_a_submodule_entry_refuses_the_import_and_writes_nothing() {
     let commit = s.git(&["rev-parse", "HEAD"]);
     let (fx, imported) = s.import();
     let err = imported.expect_err("refused");
-    assert!(err.contains("adds the submodule entry `sub`"), "{err}");
+    assert!(err.contains("has the submodule entry `sub`"), "{err}");
     assert_eq!(host(&fx, &["rev-parse", "HEAD"]), before);
     assert!(!exists(&fx, &commit), "nothing of the session was written");
     git(fx.path(), &["fsck", "--strict"]);
@@ -303,4 +303,78 @@ fn everything_the_import_makes_belongs_to_the_repositorys_owner() {
             );
         }
     }
+}
+
+#[test]
+fn only_branches_tags_the_stash_and_head_come_back_and_deleted_branches_are_rescued() {
+    let s = Session::new(|fx| {
+        git(fx.path(), &["branch", "old"]);
+    });
+    let tree = s.git(&["rev-parse", "HEAD^{tree}"]);
+    // A replace ref (the host's git would read another tree in place of HEAD's), a forged
+    // remote-tracking ref, a symbolic-ref loop, and a deleted branch.
+    s.git(&["replace", "-f", &tree, &tree]);
+    let head = s.git(&["rev-parse", "HEAD"]);
+    s.git(&["update-ref", "refs/remotes/origin/main", &head]);
+    std::fs::write(s.dir().join("refs/heads/loop-a"), "ref: refs/heads/loop-b\n").expect("a");
+    std::fs::write(s.dir().join("refs/heads/loop-b"), "ref: refs/heads/loop-a\n").expect("b");
+    s.git(&["branch", "-D", "old"]);
+    let (fx, imported) = s.import();
+    let imported = imported.expect("imported");
+    let refs = host(&fx, &["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("refs/replace/") && !refs.contains("refs/remotes/"), "{refs}");
+    assert!(!refs.contains("loop-"), "{refs}");
+    assert!(!refs.contains("refs/heads/old"), "{refs}");
+    assert!(refs.contains("/heads/old"), "the deleted branch is rescued: {refs}");
+    let notes = imported.notes.join("\n");
+    assert!(notes.contains("`refs/replace/"), "{notes}");
+    assert!(notes.contains("names no commit"), "{notes}");
+}
+
+#[test]
+fn moving_a_branch_back_to_an_old_commit_with_a_submodule_entry_is_refused() {
+    // The host's history once had `vendor/lib` as a submodule, then dropped it.
+    let s = Session::new(|fx| {
+        let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
+        git(
+            fx.path(),
+            &["update-index", "--add", "--cacheinfo", &format!("160000,{head},vendor/lib")],
+        );
+        git(fx.path(), &["commit", "-q", "-m", "submodule"]);
+        git(fx.path(), &["tag", "with-submodule"]);
+        git(fx.path(), &["rm", "-q", "--cached", "vendor/lib"]);
+        git(fx.path(), &["commit", "-q", "-m", "no submodule"]);
+    });
+    let before = host(&s.fx, &["rev-parse", "HEAD"]);
+    let old = s.git(&["rev-parse", "with-submodule"]);
+    s.git(&["update-ref", "refs/heads/main", &old]);
+    let (fx, imported) = s.import();
+    let err = imported.expect_err("refused");
+    assert!(err.contains("submodule entry `vendor/lib`"), "{err}");
+    assert_eq!(host(&fx, &["rev-parse", "HEAD"]), before);
+}
+
+#[test]
+fn a_chain_of_large_copies_ending_in_a_tiny_object_is_charged_for_its_copies() {
+    // 2,100 deltas of 16 MiB, the last making a 2-byte blob: 33 GiB to resolve, though the blob
+    // and its chain's length look harmless (review 2, finding A3).
+    let s = Session::new(|_| {});
+    let tip = plant_delta_chain_to(&s.dir(), 2100, (16 << 20) - 1, true);
+    s.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("100644,{tip},tiny.bin"),
+    ]);
+    let tree = s.git(&["write-tree"]);
+    let commit = s.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "tiny"]);
+    s.git(&["update-ref", "refs/heads/main", &commit]);
+    let started = std::time::Instant::now();
+    let (_fx, imported) = s.import();
+    let err = imported.expect_err("refused");
+    assert!(err.contains("delta resolution"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "refused from headers, not by resolving"
+    );
 }

@@ -226,9 +226,15 @@ fn rand_suffix() -> u64 {
 /// it, each copying it whole, the last adding a byte: only the blob and the tip are in its
 /// index. Returns the tip's id.
 pub fn plant_delta_chain(git_dir: &Path, links: usize, base: usize) -> String {
+    plant_delta_chain_to(git_dir, links, base, false)
+}
+
+/// As [`plant_delta_chain`]; with `tiny_tip` the last delta makes a 2-byte object (one copied
+/// byte and `y`), so the chain's cost is all in its intermediate results.
+pub fn plant_delta_chain_to(git_dir: &Path, links: usize, base: usize, tiny_tip: bool) -> String {
     let script = r#"
 import hashlib, os, struct, sys, zlib
-git, links, size0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+git, links, size0, tiny = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 def varint(n):
     out = bytearray()
     while True:
@@ -255,13 +261,14 @@ body += head(3, len(base)) + zlib.compress(base)
 prev, size = offset, len(base)
 for i in range(links):
     tip = i == links - 1
-    target = size + 1 if tip else size
-    copy = bytes([0x80 | 0x01 | 0x02 | 0x04 | 0x10 | 0x20 | 0x40]) + b"\0\0\0" + size.to_bytes(3, "little")
+    copied = 1 if (tip and tiny) else size
+    target = copied + 1 if tip else size
+    copy = bytes([0x80 | 0x01 | 0x02 | 0x04 | 0x10 | 0x20 | 0x40]) + b"\0\0\0" + copied.to_bytes(3, "little")
     delta = varint(size) + varint(target) + copy + (b"\x01y" if tip else b"")
     offset = len(body)
     body += head(6, len(delta)) + distance(offset - prev) + zlib.compress(delta)
     prev = offset
-    if tip: entries.append((b"blob", base + b"y", offset))
+    if tip: entries.append((b"blob", (base[:1] if tiny else base) + b"y", offset))
 body += hashlib.sha1(body).digest()
 ids = []
 for kind, content, off in entries:
@@ -280,13 +287,15 @@ name = os.path.join(git, "objects", "pack", "pack-" + body[-20:].hex())
 os.makedirs(os.path.dirname(name), exist_ok=True)
 open(name + ".pack", "wb").write(body)
 open(name + ".idx", "wb").write(idx)
-print(hashlib.sha1(b"blob " + str(len(base) + 1).encode() + b"\0" + base + b"y").hexdigest())
+last = (base[:1] if tiny else base) + b"y"
+print(hashlib.sha1(b"blob " + str(len(last)).encode() + b"\0" + last).hexdigest())
 "#;
     let out = std::process::Command::new("python3")
         .args(["-c", script])
         .arg(git_dir)
         .arg(links.to_string())
         .arg(base.to_string())
+        .arg(if tiny_tip { "1" } else { "0" })
         .output()
         .expect("python3");
     assert!(
