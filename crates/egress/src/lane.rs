@@ -228,20 +228,27 @@ impl Lane {
             let _entered = runtime.enter();
             tokio::net::TcpListener::from_std(listener)?
         };
-        let task = runtime.spawn(serve::accept_loop(Arc::clone(&self.inner), sink, listener));
-        Ok(LaneHandle { task })
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let task = runtime.spawn(serve::accept_loop(
+            Arc::clone(&self.inner),
+            sink,
+            listener,
+            Arc::clone(&stop),
+        ));
+        Ok(LaneHandle { task, stop })
     }
 }
 
 /// A lane listener being served; [`LaneHandle::stop`] ends it and every call in flight.
 pub struct LaneHandle {
     task: tokio::task::JoinHandle<()>,
+    stop: Arc<tokio::sync::Notify>,
 }
 
 impl LaneHandle {
     /// Stops accepting and drops every open call (call after the session's processes are gone).
     pub async fn stop(self) {
-        self.task.abort();
+        self.stop.notify_one();
         let _ = self.task.await;
     }
 }

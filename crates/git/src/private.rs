@@ -659,7 +659,9 @@ fn plan_objects(
         }
         bytes += header.size;
         // A loose object costs its size; a packed one every result along its delta chain.
-        let resolving = depths.get(&id).map_or(header.size, |chain| chain.work.max(header.size));
+        let resolving = depths
+            .get(&id)
+            .map_or(header.size, |chain| chain.work.max(header.size));
         work = work.saturating_add(resolving);
         if bytes > MAX_IMPORT_BYTES {
             return Err(refused(format!(
@@ -812,31 +814,32 @@ fn refuse_new_gitlinks(
     };
     // The tree an object stands for: a commit's, a tree itself, a tag's target peeled (a few
     // levels); `None` for a blob.
-    let tree_of = |gitlinks: &mut Gitlinks<'_>, id: &ObjectId| -> Result<Option<ObjectId>, GitError> {
-        let mut at = *id;
-        for _ in 0..MAX_PEEL {
-            let (kind, data) = gitlinks.read(&at)?;
-            let broken = || GitError::Objects(format!("the object {at} does not parse"));
-            match kind {
-                gix_object::Kind::Commit => {
-                    return gix_object::CommitRef::from_bytes(&data, gix_hash::Kind::Sha1)
-                        .map(|c| Some(c.tree()))
-                        .map_err(|_| broken());
+    let tree_of =
+        |gitlinks: &mut Gitlinks<'_>, id: &ObjectId| -> Result<Option<ObjectId>, GitError> {
+            let mut at = *id;
+            for _ in 0..MAX_PEEL {
+                let (kind, data) = gitlinks.read(&at)?;
+                let broken = || GitError::Objects(format!("the object {at} does not parse"));
+                match kind {
+                    gix_object::Kind::Commit => {
+                        return gix_object::CommitRef::from_bytes(&data, gix_hash::Kind::Sha1)
+                            .map(|c| Some(c.tree()))
+                            .map_err(|_| broken());
+                    }
+                    gix_object::Kind::Tree => return Ok(Some(at)),
+                    gix_object::Kind::Tag => {
+                        at = gix_object::TagRef::from_bytes(&data, gix_hash::Kind::Sha1)
+                            .map_err(|_| broken())?
+                            .target();
+                    }
+                    gix_object::Kind::Blob => return Ok(None),
                 }
-                gix_object::Kind::Tree => return Ok(Some(at)),
-                gix_object::Kind::Tag => {
-                    at = gix_object::TagRef::from_bytes(&data, gix_hash::Kind::Sha1)
-                        .map_err(|_| broken())?
-                        .target();
-                }
-                gix_object::Kind::Blob => return Ok(None),
             }
-        }
-        Err(GitError::Objects(format!(
-            "the tag {id} names tags more than {MAX_PEEL} deep; nothing of the session's git \
+            Err(GitError::Objects(format!(
+                "the tag {id} names tags more than {MAX_PEEL} deep; nothing of the session's git \
              work was imported"
-        )))
-    };
+            )))
+        };
     let start = match head_commit(begun) {
         Some(head) => match tree_of(&mut gitlinks, &head)? {
             Some(tree) => gitlinks.paths(tree)?,

@@ -52,13 +52,15 @@ impl Shared {
 /// give up its place.
 type Reading = Arc<Mutex<VecDeque<(u64, Arc<Notify>)>>>;
 
-/// Accepts until aborted; aborting drops the `JoinSet`, which aborts every call in flight.
+/// Accepts until `stop` is notified, then drops every call in flight (each reporting itself) and
+/// returns.
 /// Calls are reported to `sink` (the listener's own: one session), which has its own call slots
 /// and reading places.
 pub(crate) async fn accept_loop(
     shared: Arc<Shared>,
     sink: Arc<dyn LaneSink>,
     listener: TcpListener,
+    stop: Arc<Notify>,
 ) {
     let slots = Arc::new(Semaphore::new(shared.config.max_connections.max(1)));
     let reading: Reading = Arc::default();
@@ -66,7 +68,11 @@ pub(crate) async fn accept_loop(
     let mut next = 0u64;
     loop {
         while calls.try_join_next().is_some() {}
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.notified() => break,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(_) => {
                 // Out of descriptors or a connection reset before accept: back off briefly
@@ -107,6 +113,9 @@ pub(crate) async fn accept_loop(
                 .retain(|(other, _)| *other != id);
         });
     }
+    // Every call in flight is dropped — and has reported itself — before the stop returns.
+    calls.abort_all();
+    while calls.join_next().await.is_some() {}
 }
 
 /// A parsed request: what the lane needs of it.
@@ -178,6 +187,16 @@ async fn serve(
     let Ok(_slot) = slots.acquire().await else {
         return Ok(());
     };
+    // Asked again once the slot is held: calls queued behind the slots while the budget was
+    // spent are refused too, not forwarded later (review 2, finding B1).
+    if let Err(message) = sink.admit() {
+        let refusal = Refusal {
+            status: 429,
+            reason: "budget_exhausted",
+            message,
+        };
+        return reply(&mut stream, &refusal).await;
+    }
     forward(shared, sink, &mut stream, request, &target).await
 }
 
@@ -197,6 +216,15 @@ async fn forward(
     let body = with_streamed_usage(target, request.body);
     let sent_bytes = body.len() as u64;
     sink.request(&model);
+    // Reported however the call ends: dropped with the session's lane (its processes gone
+    // while the answer was still coming), it is counted by estimate (finding B2).
+    let mut open = Open {
+        sink,
+        model: model.clone(),
+        sent: sent_bytes,
+        answered: 0,
+        settled: false,
+    };
     let started = Instant::now();
     let mut call = LaneCall {
         model,
@@ -222,6 +250,7 @@ async fn forward(
             };
             call.status = status;
             call.latency = started.elapsed();
+            open.settle();
             sink.response(&call);
             // The error text names the URL, never a header: the key cannot be in it.
             let refusal = Refusal {
@@ -245,6 +274,7 @@ async fn forward(
     if let Some(encoding) = encoding.filter(|e| !e.is_empty() && e != "identity") {
         call.status = 502;
         call.latency = started.elapsed();
+        open.settle();
         sink.response(&call);
         let refusal = Refusal {
             status: 502,
@@ -271,6 +301,8 @@ async fn forward(
     let mut scanner = UsageScanner::new(&content_type);
     let mut scrub = Scrub::new(shared.secret());
     let mut answered_bytes = 0u64;
+    // The upstream's answer was read to its end (whatever the client did with it).
+    let mut drained = false;
     let result = async {
         stream
             .write_all(&response_head(call.status, response.headers(), &scrub))
@@ -281,16 +313,25 @@ async fn forward(
         while let Some(piece) = response.chunk().await.map_err(std::io::Error::other)? {
             scanner.feed(&piece);
             answered_bytes += piece.len() as u64;
+            open.answered = answered_bytes;
             stream.write_all(&scrub.piece(&piece)).await?;
             stream.flush().await?;
         }
+        drained = true;
         stream.write_all(&scrub.finish()).await?;
         stream.shutdown().await
     }
     .await;
-    (call.usage, call.estimated) =
-        counted(scanner.finish(), call.status, sent_bytes, answered_bytes);
+    let (reported, complete) = scanner.finish();
+    (call.usage, call.estimated) = counted(
+        reported,
+        call.status,
+        sent_bytes,
+        answered_bytes,
+        drained || complete,
+    );
     call.latency = started.elapsed();
+    open.settle();
     sink.response(&call);
     result
 }
@@ -298,17 +339,70 @@ async fn forward(
 /// The bytes a token stands for when the upstream reports no usage (DESIGN §18).
 const BYTES_PER_TOKEN: u64 = 4;
 
+/// A forwarded call not yet reported: reported by estimate when it is dropped unfinished.
+struct Open<'a> {
+    sink: &'a dyn LaneSink,
+    model: String,
+    sent: u64,
+    answered: u64,
+    settled: bool,
+}
+
+impl Open<'_> {
+    /// The call is reported by its own path.
+    fn settle(&mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let (usage, estimated) = counted(Usage::default(), 200, self.sent, self.answered, false);
+        self.sink.response(&LaneCall {
+            model: std::mem::take(&mut self.model),
+            // Closed before an answer was complete (nginx's "client closed request").
+            status: 499,
+            usage,
+            estimated,
+            latency: Duration::ZERO,
+        });
+    }
+}
+
 /// A call's tokens: what the answer reported; for a successful answer that reported none, an
 /// estimate from the request's and the answer's bytes (marked `true`), so budgets still bound it.
-fn counted(reported: Usage, status: u16, sent: u64, answered: u64) -> (Usage, bool) {
-    if reported != Usage::default() || !(200..300).contains(&status) {
+///
+/// An answer cut short (the client went away, the upstream broke off) is counted at least at
+/// that estimate: a stream reports its final output count only at its end, and what was
+/// generated until the cut is billed all the same (review 2, finding B3).
+fn counted(
+    reported: Usage,
+    status: u16,
+    sent: u64,
+    answered: u64,
+    finished: bool,
+) -> (Usage, bool) {
+    if !(200..300).contains(&status) {
         return (reported, false);
     }
     let estimate = Usage {
         input_tokens: sent.div_ceil(BYTES_PER_TOKEN),
         output_tokens: answered.div_ceil(BYTES_PER_TOKEN),
     };
-    (estimate, true)
+    if reported == Usage::default() {
+        return (estimate, true);
+    }
+    if finished {
+        return (reported, false);
+    }
+    let usage = Usage {
+        input_tokens: reported.input_tokens.max(estimate.input_tokens),
+        output_tokens: reported.output_tokens.max(estimate.output_tokens),
+    };
+    (usage, usage != reported)
 }
 
 /// A streamed OpenAI chat completion (`"stream": true`) asks for its usage
@@ -330,7 +424,9 @@ fn with_streamed_usage(target: &str, body: Vec<u8>) -> Vec<u8> {
     let Some(options) = options.as_object_mut() else {
         return body;
     };
-    if options.contains_key("include_usage") {
+    // Set even over the client's own `false`: an answer without its usage is counted only by
+    // estimate, and an estimate from the bytes cannot see reasoning tokens (finding B4).
+    if options.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
         return body;
     }
     options.insert("include_usage".to_owned(), serde_json::Value::Bool(true));
@@ -599,16 +695,34 @@ mod tests {
             input_tokens: 7,
             output_tokens: 2,
         };
-        assert_eq!(counted(reported, 200, 4000, 400), (reported, false));
+        assert_eq!(counted(reported, 200, 4000, 400, true), (reported, false));
         let estimated = Usage {
             input_tokens: 1000,
             output_tokens: 101,
         };
-        assert_eq!(counted(Usage::default(), 200, 4000, 401), (estimated, true));
+        assert_eq!(
+            counted(Usage::default(), 200, 4000, 401, true),
+            (estimated, true)
+        );
         // A failed call is not counted.
         assert_eq!(
-            counted(Usage::default(), 500, 4000, 400),
+            counted(Usage::default(), 500, 4000, 400, true),
             (Usage::default(), false)
+        );
+        // A stream cut short after its start reported 1 output token: what it sent counts.
+        let started = Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+        };
+        assert_eq!(
+            counted(started, 200, 40, 233_000, false),
+            (
+                Usage {
+                    input_tokens: 10,
+                    output_tokens: 58_250,
+                },
+                true
+            )
         );
     }
 
@@ -625,10 +739,6 @@ mod tests {
             ("/v1/chat/completions", &br#"{"model":"m"}"#[..]),
             (
                 "/v1/chat/completions",
-                br#"{"stream":true,"stream_options":{"include_usage":false}}"#,
-            ),
-            (
-                "/v1/chat/completions",
                 br#"{"stream":true,"stream_options":3}"#,
             ),
             ("/v1/chat/completions", b"not json"),
@@ -636,5 +746,12 @@ mod tests {
         ] {
             assert_eq!(with_streamed_usage(target, body.to_vec()), body, "{target}");
         }
+        // The client's own `false` is overridden.
+        let forced = with_streamed_usage(
+            "/v1/chat/completions",
+            br#"{"stream":true,"stream_options":{"include_usage":false}}"#.to_vec(),
+        );
+        let forced: serde_json::Value = serde_json::from_slice(&forced).expect("json");
+        assert_eq!(forced["stream_options"]["include_usage"], true);
     }
 }

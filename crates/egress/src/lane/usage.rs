@@ -25,6 +25,9 @@ pub(crate) struct UsageScanner {
     /// Anthropic's cached input (`cache_read_input_tokens` + `cache_creation_input_tokens`),
     /// which its `input_tokens` leaves out and which counts as input (DESIGN §18).
     cached: u64,
+    /// The answer reached its end: a whole JSON body, or a stream's last event (`[DONE]`,
+    /// `message_stop`, `response.completed`).
+    complete: bool,
 }
 
 impl UsageScanner {
@@ -39,6 +42,7 @@ impl UsageScanner {
             skipping: false,
             usage: Usage::default(),
             cached: 0,
+            complete: false,
         }
     }
 
@@ -72,19 +76,21 @@ impl UsageScanner {
         }
     }
 
-    /// The counts, once the answer has ended.
-    pub(crate) fn finish(mut self) -> Usage {
+    /// The counts, once the answer has ended, and whether it was whole (a stream cut short
+    /// reports its final output count never).
+    pub(crate) fn finish(mut self) -> (Usage, bool) {
         let buffer = std::mem::take(&mut self.buffer);
         if !self.skipping {
             if self.streamed {
                 self.line(&buffer);
             } else if let Ok(value) = serde_json::from_slice::<Value>(&buffer) {
                 self.absorb(&value);
+                self.complete = true;
             }
         }
         let mut usage = self.usage;
         usage.input_tokens = usage.input_tokens.saturating_add(self.cached);
-        usage
+        (usage, self.complete)
     }
 
     fn line(&mut self, line: &[u8]) {
@@ -92,7 +98,17 @@ impl UsageScanner {
         let Some(data) = line.strip_prefix(b"data:") else {
             return;
         };
+        if data.trim_ascii() == b"[DONE]" {
+            self.complete = true;
+            return;
+        }
         if let Ok(value) = serde_json::from_slice::<Value>(data) {
+            if matches!(
+                value.get("type").and_then(Value::as_str),
+                Some("message_stop" | "response.completed")
+            ) {
+                self.complete = true;
+            }
             self.absorb(&value);
         }
     }
@@ -134,7 +150,7 @@ mod tests {
         for piece in pieces {
             scanner.feed(piece.as_bytes());
         }
-        let usage = scanner.finish();
+        let (usage, _) = scanner.finish();
         assert_eq!(
             (usage.input_tokens, usage.output_tokens),
             expected,
@@ -204,5 +220,36 @@ mod tests {
         for (content_type, pieces, expected) in cases {
             check(content_type, pieces, *expected);
         }
+    }
+
+    #[test]
+    fn an_answer_is_whole_only_when_its_end_arrived() {
+        let whole = |content_type: &str, pieces: &[&str]| {
+            let mut scanner = UsageScanner::new(content_type);
+            for piece in pieces {
+                scanner.feed(piece.as_bytes());
+            }
+            scanner.finish().1
+        };
+        assert!(whole(
+            "application/json",
+            &[r#"{"usage":{"prompt_tokens":1}}"#]
+        ));
+        assert!(!whole("application/json", &[r#"{"usage":{"prompt_tok"#]));
+        assert!(whole(
+            "text/event-stream",
+            &["data: {}\n\n", "data: [DONE]\n\n"]
+        ));
+        assert!(whole(
+            "text/event-stream",
+            &["data: {\"type\":\"message_stop\"}\n\n"]
+        ));
+        // Cut short after its start: not whole.
+        assert!(!whole(
+            "text/event-stream",
+            &[
+                "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9}}}\n\n"
+            ]
+        ));
     }
 }

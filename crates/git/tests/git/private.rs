@@ -316,16 +316,30 @@ fn only_branches_tags_the_stash_and_head_come_back_and_deleted_branches_are_resc
     s.git(&["replace", "-f", &tree, &tree]);
     let head = s.git(&["rev-parse", "HEAD"]);
     s.git(&["update-ref", "refs/remotes/origin/main", &head]);
-    std::fs::write(s.dir().join("refs/heads/loop-a"), "ref: refs/heads/loop-b\n").expect("a");
-    std::fs::write(s.dir().join("refs/heads/loop-b"), "ref: refs/heads/loop-a\n").expect("b");
+    std::fs::write(
+        s.dir().join("refs/heads/loop-a"),
+        "ref: refs/heads/loop-b\n",
+    )
+    .expect("a");
+    std::fs::write(
+        s.dir().join("refs/heads/loop-b"),
+        "ref: refs/heads/loop-a\n",
+    )
+    .expect("b");
     s.git(&["branch", "-D", "old"]);
     let (fx, imported) = s.import();
     let imported = imported.expect("imported");
     let refs = host(&fx, &["for-each-ref", "--format=%(refname)"]);
-    assert!(!refs.contains("refs/replace/") && !refs.contains("refs/remotes/"), "{refs}");
+    assert!(
+        !refs.contains("refs/replace/") && !refs.contains("refs/remotes/"),
+        "{refs}"
+    );
     assert!(!refs.contains("loop-"), "{refs}");
     assert!(!refs.contains("refs/heads/old"), "{refs}");
-    assert!(refs.contains("/heads/old"), "the deleted branch is rescued: {refs}");
+    assert!(
+        refs.contains("/heads/old"),
+        "the deleted branch is rescued: {refs}"
+    );
     let notes = imported.notes.join("\n");
     assert!(notes.contains("`refs/replace/"), "{notes}");
     assert!(notes.contains("names no commit"), "{notes}");
@@ -338,7 +352,12 @@ fn moving_a_branch_back_to_an_old_commit_with_a_submodule_entry_is_refused() {
         let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
         git(
             fx.path(),
-            &["update-index", "--add", "--cacheinfo", &format!("160000,{head},vendor/lib")],
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{head},vendor/lib"),
+            ],
         );
         git(fx.path(), &["commit", "-q", "-m", "submodule"]);
         git(fx.path(), &["tag", "with-submodule"]);
