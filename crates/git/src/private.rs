@@ -1172,6 +1172,12 @@ fn plan_index(
             "it names the path `{path}`, which git must never write"
         ));
     }
+    // What git's own `verify_cache` checks: entries sorted by path and stage, each once, a
+    // path not both merged and in conflict, no path both a file and a directory — else the
+    // host's next `git commit` writes trees `git fsck` refuses (review 2, finding A4).
+    if let Some(why) = unsorted(&state) {
+        return kept(&why);
+    }
     let host_state = ours.as_deref().and_then(parse);
     let host_entries: HashMap<Vec<u8>, &gix_index::Entry> = host_state
         .iter()
@@ -1226,6 +1232,41 @@ fn plan_index(
         )
         .map_err(GitError::library("write the index"))?;
     Ok(Some(IndexPlan { bytes, blobs }))
+}
+
+/// Why `state`'s entries are not an index git would write, if they are not.
+fn unsorted(state: &gix_index::State) -> Option<String> {
+    let mut paths: HashSet<&[u8]> = HashSet::new();
+    let mut previous: Option<(&[u8], u32)> = None;
+    for entry in state.entries() {
+        let path: &[u8] = entry.path(state);
+        let stage = entry.stage_raw();
+        let shown = || crate::quote(b"", path);
+        if let Some((last, last_stage)) = previous {
+            if (last, last_stage) >= (path, stage) {
+                return Some(format!(
+                    "its entries are out of order or repeated at `{}`",
+                    shown()
+                ));
+            }
+            if last == path && (last_stage == 0 || stage == 0) {
+                return Some(format!("`{}` is both merged and in conflict", shown()));
+            }
+        }
+        previous = Some((path, stage));
+        paths.insert(path);
+    }
+    for path in &paths {
+        for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            if paths.contains(&path[..at]) {
+                return Some(format!(
+                    "`{}` is both a file and a directory",
+                    crate::quote(b"", &path[..at])
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// Writes the planned index with git's own protocol: `index.lock` created exclusively (a git on

@@ -444,3 +444,53 @@ steps:
         "the step takes no route: {logs}"
     );
 }
+
+/// Starts a streamed call, reads its first piece, and leaves with the rest still coming.
+const LEAVES_EARLY: &str = r#"
+import http.client, json, os, urllib.parse
+u = urllib.parse.urlparse(os.environ["OPENAI_BASE_URL"])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+c.request("POST", u.path + "/chat/completions", body=json.dumps({"model": "left-early", "stream": True}),
+          headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+r = c.getresponse()
+while b"first-piece" not in r.readline():
+    pass
+os._exit(0)
+"#;
+
+#[test]
+fn a_call_still_in_flight_when_its_session_ends_is_counted_by_estimate() {
+    let (url, _provider) = fake_provider();
+    let f = Fixture::new(&format!(
+        "name: lane
+llm: {{provider: openai, model: test-model, base_url: '{url}', api_key_env: LANE_TEST_KEY}}
+steps:
+  - name: cli
+    model_lane: true
+    command: python3 client.py
+"
+    ));
+    std::fs::write(f.ws.join("client.py"), LEAVES_EARLY).expect("write client");
+    crate::run::git(&f.ws, &["add", "-A"]);
+    crate::run::git(&f.ws, &["commit", "-q", "-m", "client"]);
+    let out = f
+        .cordon(&["run", "pipeline.yaml", "--no-ui"])
+        .env("LANE_TEST_KEY", REAL_KEY)
+        .env("SSL_CERT_FILE", tls_fixture("ca.pem"))
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let logs = f
+        .cordon(&["logs", "--last", "--json", "--type", "llm.response"])
+        .output()
+        .expect("logs");
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    let response: serde_json::Value =
+        serde_json::from_str(logs.trim()).unwrap_or_else(|e| panic!("one response ({e}): {logs}"));
+    assert_eq!(response["data"]["model"], "left-early");
+    assert_eq!(response["data"]["estimated"], true, "{logs}");
+    assert!(
+        response["data"]["input_tokens"].as_u64() > Some(0),
+        "{logs}"
+    );
+}

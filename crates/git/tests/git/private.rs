@@ -397,3 +397,41 @@ fn a_chain_of_large_copies_ending_in_a_tiny_object_is_charged_for_its_copies() {
         "refused from headers, not by resolving"
     );
 }
+
+#[test]
+fn an_index_git_would_never_write_is_not_imported() {
+    // Each index is the session's own with one entry repeated at its end (out of order and
+    // twice), as a forged index file would hold it.
+    let s = Session::new(|_| {});
+    s.fx.write("g.txt", "new\n");
+    s.git(&["add", "g.txt"]);
+    let path = s.dir().join("index");
+    let (mut state, _) = gix_index::State::from_bytes(
+        &std::fs::read(&path).expect("index"),
+        filetime::FileTime::now(),
+        gix_hash::Kind::Sha1,
+        Default::default(),
+    )
+    .expect("index parses");
+    let first = state.entries()[0].clone();
+    let name = first.path(&state).to_owned();
+    state.dangerously_push_entry(first.stat, first.id, first.flags, first.mode, name.as_ref());
+    let mut file = gix_index::File::from_state(state, path);
+    file.write(gix_index::write::Options::default(), Default::default())
+        .expect("write the forged index");
+    let before = std::fs::read(s.fx.path().join(".git/index")).expect("host index");
+    let (fx, imported) = s.import();
+    let imported = imported.expect("imported");
+    assert!(!imported.index);
+    assert!(
+        imported
+            .notes
+            .iter()
+            .any(|n| n.contains("out of order or repeated")),
+        "{imported:?}"
+    );
+    assert_eq!(
+        std::fs::read(fx.path().join(".git/index")).expect("index"),
+        before
+    );
+}
