@@ -1043,6 +1043,21 @@ struct EngineJournal<'e, 'a> {
     monitor: Option<Rc<RefCell<Monitor>>>,
 }
 
+impl EngineJournal<'_, '_> {
+    /// Keeps `failure` (the step ends with it) and returns the error the agent loop gets.
+    fn stop(&mut self, failure: Failure) -> cordon_agent::JournalError {
+        let err = match &failure {
+            Failure::Stop => stopped_error(),
+            Failure::Error(err) => cordon_agent::JournalError {
+                message: err.to_string(),
+                source: None,
+            },
+        };
+        self.stopped = Some(failure);
+        err
+    }
+}
+
 impl cordon_agent::Journal for EngineJournal<'_, '_> {
     fn event(&mut self, event: Event) -> Result<(), cordon_agent::JournalError> {
         if self.stopped.is_some() {
@@ -1061,15 +1076,7 @@ impl cordon_agent::Journal for EngineJournal<'_, '_> {
         if matches!(event, Event::LlmRequest { .. })
             && let Err(failure) = self.engine.check_budget()
         {
-            let err = match &failure {
-                Failure::Stop => stopped_error(),
-                Failure::Error(err) => cordon_agent::JournalError {
-                    message: err.to_string(),
-                    source: None,
-                },
-            };
-            self.stopped = Some(failure);
-            return Err(err);
+            return Err(self.stop(failure));
         }
         if let Event::LlmResponse {
             input_tokens,
@@ -1082,17 +1089,7 @@ impl cordon_agent::Journal for EngineJournal<'_, '_> {
         }
         match self.engine.append(Some(&self.step), event) {
             Ok(_) => Ok(()),
-            Err(failure) => {
-                let err = match &failure {
-                    Failure::Stop => stopped_error(),
-                    Failure::Error(err) => cordon_agent::JournalError {
-                        message: err.to_string(),
-                        source: None,
-                    },
-                };
-                self.stopped = Some(failure);
-                Err(err)
-            }
+            Err(failure) => Err(self.stop(failure)),
         }
     }
 

@@ -198,19 +198,20 @@ for method, path in [("GET", "/v1/models"), ("POST", "/v1/embeddings"), ("GET", 
 out.close()
 "#;
 
-#[test]
-fn a_lane_step_streams_answers_with_the_real_key_added_host_side_and_refuses_the_rest() {
+/// A run of one `model_lane: true` step running `client` (python) against the fake provider, with
+/// `extra` top-level pipeline keys; the fixture, the provider's record and the run's output.
+fn lane_run(client: &str, extra: &str) -> (Fixture, Arc<Provider>, std::process::Output) {
     let (url, provider) = fake_provider();
     let f = Fixture::new(&format!(
         "name: lane
 llm: {{provider: openai, model: test-model, base_url: '{url}', api_key_env: LANE_TEST_KEY}}
-steps:
+{extra}steps:
   - name: cli
     model_lane: true
     command: python3 client.py
 "
     ));
-    std::fs::write(f.ws.join("client.py"), CLIENT).expect("write client");
+    std::fs::write(f.ws.join("client.py"), client).expect("write client");
     crate::run::git(&f.ws, &["add", "-A"]);
     crate::run::git(&f.ws, &["commit", "-q", "-m", "client"]);
     let out = f
@@ -219,6 +220,12 @@ steps:
         .env("SSL_CERT_FILE", tls_fixture("ca.pem"))
         .output()
         .expect("cordon run");
+    (f, provider, out)
+}
+
+#[test]
+fn a_lane_step_streams_answers_with_the_real_key_added_host_side_and_refuses_the_rest() {
+    let (f, provider, out) = lane_run(CLIENT, "");
     let read = |name: &str| std::fs::read_to_string(f.ws.join(name)).unwrap_or_default();
     let lane = read("lane.txt");
     assert_eq!(out.status.code(), Some(0), "{}\n{lane}", stderr(&out));
@@ -400,26 +407,7 @@ out.close()
 
 #[test]
 fn a_spent_budget_makes_the_lane_answer_429_and_stops_the_run_before_the_step_is_judged() {
-    let (url, provider) = fake_provider();
-    let f = Fixture::new(&format!(
-        "name: lane
-llm: {{provider: openai, model: test-model, base_url: '{url}', api_key_env: LANE_TEST_KEY}}
-budget: {{tokens: 4}}
-steps:
-  - name: cli
-    model_lane: true
-    command: python3 client.py
-"
-    ));
-    std::fs::write(f.ws.join("client.py"), TWO_CALLS).expect("write client");
-    crate::run::git(&f.ws, &["add", "-A"]);
-    crate::run::git(&f.ws, &["commit", "-q", "-m", "client"]);
-    let out = f
-        .cordon(&["run", "pipeline.yaml", "--no-ui"])
-        .env("LANE_TEST_KEY", REAL_KEY)
-        .env("SSL_CERT_FILE", tls_fixture("ca.pem"))
-        .output()
-        .expect("cordon run");
+    let (f, provider, out) = lane_run(TWO_CALLS, "budget: {tokens: 4}\n");
     let lane = std::fs::read_to_string(f.ws.join("lane.txt")).unwrap_or_default();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}\n{lane}");
@@ -460,25 +448,7 @@ os._exit(0)
 
 #[test]
 fn a_call_still_in_flight_when_its_session_ends_is_counted_by_estimate() {
-    let (url, _provider) = fake_provider();
-    let f = Fixture::new(&format!(
-        "name: lane
-llm: {{provider: openai, model: test-model, base_url: '{url}', api_key_env: LANE_TEST_KEY}}
-steps:
-  - name: cli
-    model_lane: true
-    command: python3 client.py
-"
-    ));
-    std::fs::write(f.ws.join("client.py"), LEAVES_EARLY).expect("write client");
-    crate::run::git(&f.ws, &["add", "-A"]);
-    crate::run::git(&f.ws, &["commit", "-q", "-m", "client"]);
-    let out = f
-        .cordon(&["run", "pipeline.yaml", "--no-ui"])
-        .env("LANE_TEST_KEY", REAL_KEY)
-        .env("SSL_CERT_FILE", tls_fixture("ca.pem"))
-        .output()
-        .expect("cordon run");
+    let (f, _provider, out) = lane_run(LEAVES_EARLY, "");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let logs = f
         .cordon(&["logs", "--last", "--json", "--type", "llm.response"])

@@ -175,12 +175,7 @@ async fn serve(
             return reply(&mut stream, &refusal).await;
         }
     };
-    if let Err(message) = sink.admit() {
-        let refusal = Refusal {
-            status: 429,
-            reason: "budget_exhausted",
-            message,
-        };
+    if let Err(refusal) = admitted(sink) {
         return reply(&mut stream, &refusal).await;
     }
     // Only a call being forwarded holds one of the listener's slots.
@@ -189,12 +184,7 @@ async fn serve(
     };
     // Asked again once the slot is held: calls queued behind the slots while the budget was
     // spent are refused too, not forwarded later (review 2, finding B1).
-    if let Err(message) = sink.admit() {
-        let refusal = Refusal {
-            status: 429,
-            reason: "budget_exhausted",
-            message,
-        };
+    if let Err(refusal) = admitted(sink) {
         return reply(&mut stream, &refusal).await;
     }
     forward(shared, sink, &mut stream, request, &target).await
@@ -334,6 +324,15 @@ async fn forward(
     open.settle();
     sink.response(&call);
     result
+}
+
+/// Whether `sink` lets a call be forwarded now: a spent budget is answered 429.
+fn admitted(sink: &dyn LaneSink) -> Result<(), Refusal> {
+    sink.admit().map_err(|message| Refusal {
+        status: 429,
+        reason: "budget_exhausted",
+        message,
+    })
 }
 
 /// The bytes a token stands for when the upstream reports no usage (DESIGN §18).

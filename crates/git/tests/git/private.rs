@@ -54,6 +54,19 @@ impl Session {
         git_out(self.fx.path(), &all)
     }
 
+    /// Commits the blob `id` as `path` on main with plumbing alone (nothing reads the blob).
+    fn commit_blob(&self, id: &str, path: &str, message: &str) {
+        self.git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{id},{path}"),
+        ]);
+        let tree = self.git(&["write-tree"]);
+        let commit = self.git(&["commit-tree", &tree, "-p", "HEAD", "-m", message]);
+        self.git(&["update-ref", "refs/heads/main", &commit]);
+    }
+
     fn import(self) -> (Fixture, Result<cordon_git::private::Imported, String>) {
         let result = self.private.import().map_err(|e| e.to_string());
         (self.fx, result)
@@ -210,15 +223,7 @@ fn delta_chains_of_large_objects_refuse_the_import_before_they_are_resolved() {
     let before = host(&s.fx, &["rev-parse", "HEAD"]);
     // 4,095 deltas (as deep as git goes) each copying 8 MiB: 32 GiB to resolve the tip.
     let tip = plant_delta_chain(&s.dir(), 4095, 8 << 20);
-    s.git(&[
-        "update-index",
-        "--add",
-        "--cacheinfo",
-        &format!("100644,{tip},big.bin"),
-    ]);
-    let tree = s.git(&["write-tree"]);
-    let commit = s.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "bomb"]);
-    s.git(&["update-ref", "refs/heads/main", &commit]);
+    s.commit_blob(&tip, "big.bin", "bomb");
     let started = std::time::Instant::now();
     let (fx, imported) = s.import();
     let err = imported.expect_err("refused");
@@ -235,15 +240,7 @@ fn the_same_chain_of_small_objects_is_imported() {
     // The control: the chain alone is not refused; its cost is.
     let s = Session::new(|_| {});
     let tip = plant_delta_chain(&s.dir(), 4095, 100);
-    s.git(&[
-        "update-index",
-        "--add",
-        "--cacheinfo",
-        &format!("100644,{tip},small.bin"),
-    ]);
-    let tree = s.git(&["write-tree"]);
-    let commit = s.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "chain"]);
-    s.git(&["update-ref", "refs/heads/main", &commit]);
+    s.commit_blob(&tip, "small.bin", "chain");
     let (fx, imported) = s.import();
     imported.expect("imported");
     assert_eq!(host(&fx, &["cat-file", "-s", &tip]), "101");
@@ -379,15 +376,7 @@ fn a_chain_of_large_copies_ending_in_a_tiny_object_is_charged_for_its_copies() {
     // and its chain's length look harmless (review 2, finding A3).
     let s = Session::new(|_| {});
     let tip = plant_delta_chain_to(&s.dir(), 2100, (16 << 20) - 1, true);
-    s.git(&[
-        "update-index",
-        "--add",
-        "--cacheinfo",
-        &format!("100644,{tip},tiny.bin"),
-    ]);
-    let tree = s.git(&["write-tree"]);
-    let commit = s.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "tiny"]);
-    s.git(&["update-ref", "refs/heads/main", &commit]);
+    s.commit_blob(&tip, "tiny.bin", "tiny");
     let started = std::time::Instant::now();
     let (_fx, imported) = s.import();
     let err = imported.expect_err("refused");
