@@ -19,7 +19,7 @@ pub const MAX_CHAIN: usize = 4095;
 /// [`MAX_CHAIN`], loops, or points outside the pack file. A pack without its index is not
 /// read by gitoxide either and is left alone.
 pub(crate) fn refuse_deep_chains(path: &Path) -> Result<(), GitError> {
-    chain_depths(path, false).map(|_| ())
+    chain_depths(path, false, &mut 0).map(|_| ())
 }
 
 /// As [`refuse_deep_chains`], returning the delta depth of every object the index lists (0 for
@@ -29,6 +29,7 @@ pub(crate) fn refuse_deep_chains(path: &Path) -> Result<(), GitError> {
 pub(crate) fn chain_depths(
     path: &Path,
     self_contained: bool,
+    inflated: &mut u64,
 ) -> Result<HashMap<gix_hash::ObjectId, Chain>, GitError> {
     let index_path = path.with_extension("idx");
     if !index_path.is_file() {
@@ -49,7 +50,6 @@ pub(crate) fn chain_depths(
     // share it.
     let mut seen: HashMap<u64, Chain> = HashMap::new();
     let mut inflate = gix_zlib::Inflate::default();
-    let mut inflated = 0u64;
     for entry in index.iter() {
         let mut chain = Vec::new();
         let mut offset = entry.pack_offset;
@@ -107,7 +107,7 @@ pub(crate) fn chain_depths(
             // gitoxide builds each one (a chain of large copies ending in a tiny object costs
             // the copies). Measured only for a session's packs, from each delta's own header.
             let produced = if self_contained {
-                delta_result_size(&pack, found, &mut inflate, &mut inflated).map_err(refused)?
+                delta_result_size(&pack, found, &mut inflate, inflated).map_err(refused)?
             } else {
                 0
             };
@@ -139,7 +139,7 @@ pub(crate) struct Chain {
     pub work: u64,
 }
 
-/// The most bytes one delta's instructions may take (inflated), and all of a pack's.
+/// The most bytes one delta's instructions may take (inflated), and all of an import's.
 const MAX_DELTA_INSTRUCTIONS: u64 = 64 << 20;
 const MAX_INFLATED: u64 = 4 << 30;
 

@@ -403,8 +403,14 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
         )));
     }
     let mut depths = HashMap::new();
+    // One budget of inflated delta instructions for all the session's packs (review 3).
+    let mut inflated = 0u64;
     for (pack, _, _) in packs {
-        depths.extend(crate::pack::chain_depths(&dir.join(pack.shown()), true)?);
+        depths.extend(crate::pack::chain_depths(
+            &dir.join(pack.shown()),
+            true,
+            &mut inflated,
+        )?);
     }
     let options = gix_odb::store::init::Options {
         alloc_limit_bytes: usize::try_from(crate::MAX_BLOB + (1 << 10)).ok(),
@@ -444,11 +450,11 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
             continue;
         }
         if let Some(Target::Symbolic(_)) = end.get(name)
-            && peel_symbolic(&end, name).is_none()
+            && (peel_symbolic(&end, name).is_none() || !symbolic_hops_importable(&end, name))
         {
             imported.notes.push(format!(
                 "`{name}` was not imported: it is a symbolic ref that names no commit (a loop, \
-                 or a ref that does not exist)"
+                 or a ref that does not exist) or names a ref that does not come back"
             ));
             continue;
         }
@@ -472,11 +478,18 @@ fn import(git_dir: &Path, dir: &Path, id: &str, start: &Start) -> Result<Importe
     // had included: moving a branch back to an old commit with a submodule entry is the same
     // hole, review 2 finding A2).
     let mut checked = plan.commits.clone();
-    checked.extend(changed.iter().filter_map(|name| match end.get(*name) {
-        Some(Target::Object(id)) => Some(*id),
-        Some(Target::Symbolic(_)) => peel_symbolic(&end, name),
-        None => None,
-    }));
+    for name in &changed {
+        match end.get(*name) {
+            Some(Target::Object(id)) => checked.push(*id),
+            // A symbolic ref ends at the session's value of its target when that moves, at the
+            // host's when it does not (or its move fails): both are checked (review 3).
+            Some(Target::Symbolic(_)) => {
+                checked.extend(peel_symbolic(&end, name));
+                checked.extend(peel_through(&end, &begun, name));
+            }
+            None => {}
+        }
+    }
     refuse_new_gitlinks(&theirs, &ours, &begun, &checked)?;
     for id in &plan.objects {
         let mut buffer = Vec::new();
@@ -887,6 +900,43 @@ fn peel_symbolic(refs: &BTreeMap<String, Target>, name: &str) -> Option<ObjectId
         match refs.get(at)? {
             Target::Object(id) => return Some(*id),
             Target::Symbolic(next) => at = next,
+        }
+    }
+    None
+}
+
+/// Whether every ref the symbolic ref `name` passes through in `refs` may come back.
+fn symbolic_hops_importable(refs: &BTreeMap<String, Target>, name: &str) -> bool {
+    let mut at = name;
+    for _ in 0..MAX_PEEL {
+        if !importable(at) {
+            return false;
+        }
+        match refs.get(at) {
+            Some(Target::Symbolic(next)) => at = next,
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// The object the session's symbolic ref `name` ends at when its final target keeps the host's
+/// starting value (`begun`).
+fn peel_through(
+    end: &BTreeMap<String, Target>,
+    begun: &BTreeMap<String, Target>,
+    name: &str,
+) -> Option<ObjectId> {
+    let mut at = name;
+    for _ in 0..MAX_PEEL {
+        match end.get(at)? {
+            Target::Symbolic(next) => at = next,
+            Target::Object(_) => {
+                return match begun.get(at)? {
+                    Target::Object(id) => Some(*id),
+                    Target::Symbolic(_) => peel_symbolic(begun, at),
+                };
+            }
         }
     }
     None

@@ -420,6 +420,10 @@ fn with_streamed_usage(target: &str, body: Vec<u8>) -> Vec<u8> {
     let options = object
         .entry("stream_options")
         .or_insert_with(|| serde_json::json!({}));
+    // Anything but an object (`null`, a number) is replaced: it would carry no usage (review 3).
+    if !options.is_object() {
+        *options = serde_json::json!({});
+    }
     let Some(options) = options.as_object_mut() else {
         return body;
     };
@@ -736,21 +740,17 @@ mod tests {
         assert_eq!(asked["model"], "m");
         for (target, body) in [
             ("/v1/chat/completions", &br#"{"model":"m"}"#[..]),
-            (
-                "/v1/chat/completions",
-                br#"{"stream":true,"stream_options":3}"#,
-            ),
             ("/v1/chat/completions", b"not json"),
             ("/v1/messages", br#"{"stream":true}"#),
         ] {
             assert_eq!(with_streamed_usage(target, body.to_vec()), body, "{target}");
         }
-        // The client's own `false` is overridden.
-        let forced = with_streamed_usage(
-            "/v1/chat/completions",
-            br#"{"stream":true,"stream_options":{"include_usage":false}}"#.to_vec(),
-        );
-        let forced: serde_json::Value = serde_json::from_slice(&forced).expect("json");
-        assert_eq!(forced["stream_options"]["include_usage"], true);
+        // The client's own `false`, `null` or a number is overridden.
+        for options in [r#"{"include_usage":false}"#, "null", "3"] {
+            let body = format!(r#"{{"stream":true,"stream_options":{options}}}"#);
+            let forced = with_streamed_usage("/v1/chat/completions", body.into_bytes());
+            let forced: serde_json::Value = serde_json::from_slice(&forced).expect("json");
+            assert_eq!(forced["stream_options"]["include_usage"], true, "{options}");
+        }
     }
 }

@@ -424,3 +424,41 @@ fn an_index_git_would_never_write_is_not_imported() {
         before
     );
 }
+
+#[test]
+fn a_symbolic_ref_to_a_ref_that_does_not_come_back_is_not_imported() {
+    // The host's `origin/old` names a commit with a submodule entry; the session points it at a
+    // harmless commit (not imported) and HEAD at it: on the host HEAD would name the old one.
+    let s = Session::new(|fx| {
+        let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
+        git(
+            fx.path(),
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{head},sub"),
+            ],
+        );
+        let tree = git_out(fx.path(), &["write-tree"]);
+        let old = git_out(
+            fx.path(),
+            &["commit-tree", &tree, "-p", "HEAD", "-m", "old"],
+        );
+        git(fx.path(), &["update-ref", "refs/remotes/origin/old", &old]);
+        git(fx.path(), &["read-tree", "HEAD"]);
+    });
+    let before = host(&s.fx, &["symbolic-ref", "HEAD"]);
+    s.git(&["update-ref", "refs/remotes/origin/old", "HEAD"]);
+    s.git(&["symbolic-ref", "HEAD", "refs/remotes/origin/old"]);
+    let (fx, imported) = s.import();
+    let imported = imported.expect("imported");
+    assert_eq!(host(&fx, &["symbolic-ref", "HEAD"]), before);
+    assert!(
+        imported
+            .notes
+            .iter()
+            .any(|n| n.contains("`HEAD` was not imported")),
+        "{imported:?}"
+    );
+}
