@@ -40,11 +40,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(dir) => dir,
         Err(err) => return Ok(report(&RunError::from(err))),
     };
-    Ok(match execute(&args, &state_dir) {
+    let result = execute(&args, &state_dir);
+    // An interrupt wins over whatever the run returned meanwhile (the engine's own append may
+    // have lost the race with `run.interrupted`): the signal handler ends the process with
+    // 128 + the signal; this waits for it, bounded.
+    let signal = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
+    if signal != 0 {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        return Ok(ExitCode::from(u8::try_from(128 + signal).unwrap_or(1)));
+    }
+    Ok(match result {
         Ok(code) => code,
         Err(err) => report(&err),
     })
 }
+
+/// The signal (`SIGINT`, `SIGTERM`) that interrupted this run, 0 before one arrived.
+static SIGNALLED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
     let start = if args.resume.is_some() || args.resume_last {
@@ -192,6 +204,7 @@ fn exit_on_signals(run: RunId, state_dir: &StateDir) {
     };
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
+            SIGNALLED.store(signal, std::sync::atomic::Ordering::SeqCst);
             // The engine may be appending on its own connection at this moment: the store then
             // refuses this one's write (busy, or the sequence number taken), so it is tried
             // again, for at most a second.
