@@ -73,6 +73,20 @@ impl Session {
     }
 }
 
+/// Stages a submodule entry at `path` in the host's index, naming HEAD's commit.
+fn stage_gitlink(fx: &Fixture, path: &str) {
+    let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
+    git(
+        fx.path(),
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{head},{path}"),
+        ],
+    );
+}
+
 fn host(fx: &Fixture, args: &[&str]) -> String {
     git_out(fx.path(), args)
 }
@@ -140,16 +154,7 @@ fn a_commit_adding_a_submodule_entry_refuses_the_import_and_writes_nothing() {
 fn a_submodule_entry_the_start_had_may_stay_in_the_sessions_commits() {
     // The control: HEAD has `sub` already; a session commit beside it is imported.
     let s = Session::new(|fx| {
-        let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
-        git(
-            fx.path(),
-            &[
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                &format!("160000,{head},vendor/sub"),
-            ],
-        );
+        stage_gitlink(fx, "vendor/sub");
         git(fx.path(), &["commit", "-q", "-m", "submodule"]);
     });
     s.fx.write("f.txt", "two\n");
@@ -346,16 +351,7 @@ fn only_branches_tags_the_stash_and_head_come_back_and_deleted_branches_are_resc
 fn moving_a_branch_back_to_an_old_commit_with_a_submodule_entry_is_refused() {
     // The host's history once had `vendor/lib` as a submodule, then dropped it.
     let s = Session::new(|fx| {
-        let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
-        git(
-            fx.path(),
-            &[
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                &format!("160000,{head},vendor/lib"),
-            ],
-        );
+        stage_gitlink(fx, "vendor/lib");
         git(fx.path(), &["commit", "-q", "-m", "submodule"]);
         git(fx.path(), &["tag", "with-submodule"]);
         git(fx.path(), &["rm", "-q", "--cached", "vendor/lib"]);
@@ -430,16 +426,7 @@ fn a_symbolic_ref_to_a_ref_that_does_not_come_back_is_not_imported() {
     // The host's `origin/old` names a commit with a submodule entry; the session points it at a
     // harmless commit (not imported) and HEAD at it: on the host HEAD would name the old one.
     let s = Session::new(|fx| {
-        let head = git_out(fx.path(), &["rev-parse", "HEAD"]);
-        git(
-            fx.path(),
-            &[
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                &format!("160000,{head},sub"),
-            ],
-        );
+        stage_gitlink(fx, "sub");
         let tree = git_out(fx.path(), &["write-tree"]);
         let old = git_out(
             fx.path(),
@@ -461,4 +448,35 @@ fn a_symbolic_ref_to_a_ref_that_does_not_come_back_is_not_imported() {
             .any(|n| n.contains("`HEAD` was not imported")),
         "{imported:?}"
     );
+}
+
+#[test]
+fn a_repository_a_private_copy_cannot_carry_is_refused_naming_why() {
+    for (plant, expected) in [
+        ("modules", "`modules/`"),
+        ("worktrees", "`worktrees/`"),
+        ("sharedindex.0123", "split index"),
+    ] {
+        let fx = Fixture::new();
+        fx.write("f.txt", "one\n");
+        fx.commit_all("base");
+        let at = fx.path().join(".git").join(plant);
+        if plant.starts_with("shared") {
+            std::fs::write(&at, b"").expect("plant");
+        } else {
+            std::fs::create_dir(&at).expect("plant");
+        }
+        let state = tempfile::tempdir().expect("tempdir");
+        let err = prepare(fx.path(), state.path())
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains(expected) && err.contains("leave allow_git_mutations off"),
+            "{plant}: {err}"
+        );
+        assert!(
+            !state.path().join("git").exists(),
+            "{plant}: nothing was made"
+        );
+    }
 }
