@@ -12,6 +12,7 @@ use cordon_protocol::event::{LlmSource, OutputStream};
 use cordon_protocol::{Attempt, Event, StepName};
 
 use crate::console;
+use crate::custom::CustomTools;
 use crate::grants::Grants;
 use crate::journal::{Journal, JournalError};
 use crate::message::{Message, Request, ToolCall};
@@ -48,6 +49,11 @@ pub struct Hooks<'a> {
     pub host: &'a mut dyn ToolHost,
     pub journal: &'a mut dyn Journal,
     pub grants: &'a mut dyn Grants,
+    /// Tools the engine answers itself (`submit_tasks`, `submit_plan`); [`NoCustomTools`] for
+    /// none.
+    ///
+    /// [`NoCustomTools`]: crate::NoCustomTools
+    pub custom: &'a mut dyn CustomTools,
 }
 
 /// How an attempt ended, when nothing broke.
@@ -79,10 +85,15 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
         host,
         journal,
         grants,
+        custom,
     } = hooks;
     let started = Instant::now();
     let deadline = spec.timeout.map(|t| started + t);
-    let mut toolbox = Toolbox::new(&spec.tools, &spec.workspace);
+    let mut toolbox = Toolbox::new(
+        &spec.tools,
+        &spec.workspace,
+        custom.specs().into_iter().map(|s| s.name).collect(),
+    );
     let mut request = Request {
         step: spec.step.clone(),
         attempt: spec.attempt,
@@ -91,7 +102,7 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
         messages: vec![Message::User {
             text: spec.task.clone(),
         }],
-        tools: toolbox.specs(),
+        tools: toolbox.specs().into_iter().chain(custom.specs()).collect(),
         temperature: spec.temperature,
     };
     let mut ids = HashSet::new();
@@ -153,6 +164,7 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
             host: &mut *host,
             journal: &mut *journal,
             grants: &mut *grants,
+            custom: &mut *custom,
             deadline,
         };
         for call in calls {

@@ -10,6 +10,7 @@
 
 mod agent_loop;
 mod console;
+mod custom;
 mod grants;
 mod journal;
 mod key;
@@ -22,6 +23,7 @@ pub mod tools;
 pub mod verdict;
 
 pub use agent_loop::{AgentError, AgentOutcome, AgentSpec, Hooks, run};
+pub use custom::{CustomContext, CustomResult, CustomTools, NoCustomTools};
 pub use grants::{GrantDecision, Grants, NoGrants};
 pub use journal::{Journal, JournalError};
 pub use key::{ApiKey, KeyError};

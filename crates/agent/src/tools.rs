@@ -137,6 +137,7 @@ pub(crate) struct Context<'a> {
     pub host: &'a mut dyn ToolHost,
     pub journal: &'a mut dyn Journal,
     pub grants: &'a mut dyn Grants,
+    pub custom: &'a mut dyn crate::custom::CustomTools,
     /// The step's deadline, which caps every bash timeout.
     pub deadline: Option<Instant>,
 }
@@ -154,13 +155,16 @@ impl Context<'_> {
 /// The tools of one attempt and the state they keep between calls (bash's directory).
 pub(crate) struct Toolbox {
     enabled: Vec<Tool>,
+    /// The names of the engine's own tools (`Context::custom`).
+    custom: Vec<String>,
     bash: bash::Bash,
 }
 
 impl Toolbox {
-    pub(crate) fn new(enabled: &[Tool], workspace: &str) -> Toolbox {
+    pub(crate) fn new(enabled: &[Tool], workspace: &str, custom: Vec<String>) -> Toolbox {
         Toolbox {
             enabled: enabled.to_vec(),
+            custom,
             bash: bash::Bash::new(workspace),
         }
     }
@@ -177,11 +181,29 @@ impl Toolbox {
         call: &ToolCall,
         cx: &mut Context<'_>,
     ) -> Result<Outcome, AgentError> {
+        if self.custom.contains(&call.name) {
+            let answer = cx
+                .custom
+                .call(
+                    &call.name,
+                    &call.arguments,
+                    crate::custom::CustomContext {
+                        journal: &mut *cx.journal,
+                        grants: &mut *cx.grants,
+                    },
+                )
+                .map_err(AgentError::Journal)?;
+            return Ok(Outcome {
+                output: answer.output,
+                ok: answer.ok,
+            });
+        }
         let Some(tool) = Tool::parse(&call.name).filter(|t| self.enabled.contains(t)) else {
             let names: Vec<String> = self
                 .enabled
                 .iter()
                 .map(|t| format!("`{}`", t.as_str()))
+                .chain(self.custom.iter().map(|name| format!("`{name}`")))
                 .collect();
             return Ok(Outcome::error(format!(
                 "error: there is no tool `{}`; the tools are {}",

@@ -18,7 +18,7 @@ pub fn judge(verdicts: &Verdicts, text: &str, origin: &str) -> Judgement {
         "`VERDICT: {}` or `VERDICT: {}`",
         verdicts.pass, verdicts.fail
     );
-    let Some(keyword) = text.lines().rev().find_map(verdict_keyword) else {
+    let Some(keyword) = last_keyword(text) else {
         return Judgement::Fail(format!(
             "{origin} has no verdict line; its last such line must be {expected}"
         ));
@@ -32,6 +32,11 @@ pub fn judge(verdicts: &Verdicts, text: &str, origin: &str) -> Judgement {
             "{origin} ends with `VERDICT: {keyword}`, an unknown verdict; it must be {expected}"
         ))
     }
+}
+
+/// The keyword of the last verdict line of `text`, if any.
+pub fn last_keyword(text: &str) -> Option<&str> {
+    text.lines().rev().find_map(verdict_keyword)
 }
 
 /// The keyword of a verdict line: `VERDICT:`, at least one space, the keyword.

@@ -36,6 +36,8 @@ fn main() {
                 attempt: Attempt::FIRST,
                 max_attempts: 3,
                 prompt: None,
+                kind: cordon_protocol::event::RunKind::Steps,
+                outcome: None,
             },
         )
         .expect("append");

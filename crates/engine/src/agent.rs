@@ -26,6 +26,8 @@ pub struct AgentTask<'a> {
     pub workspace: &'a Path,
     /// Every retry's feedback so far, oldest first.
     pub feedback: &'a [String],
+    /// Tools the engine answers itself (an outcome phase's `submit_tasks` / `submit_plan`).
+    pub custom: Option<&'a std::cell::RefCell<dyn cordon_agent::CustomTools>>,
 }
 
 /// How an attempt ended: the `step.finished` fields the driver decides.
@@ -34,6 +36,8 @@ pub struct AgentVerdict {
     pub verdict: Verdict,
     /// Why it failed (`None` for a pass).
     pub reason: Option<String>,
+    /// The agent's final message, when it finished (an outcome phase judges it).
+    pub text: Option<String>,
 }
 
 impl AgentVerdict {
@@ -41,6 +45,7 @@ impl AgentVerdict {
         AgentVerdict {
             verdict: Verdict::Pass,
             reason: None,
+            text: None,
         }
     }
 
@@ -48,6 +53,7 @@ impl AgentVerdict {
         AgentVerdict {
             verdict: Verdict::Fail,
             reason: Some(reason.into()),
+            text: None,
         }
     }
 }

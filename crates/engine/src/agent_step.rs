@@ -20,7 +20,7 @@ use cordon_agent::{
     AgentError, AgentOutcome, AgentSpec, BashOutput, BashRun, ContextFile, Grants, Hooks, Journal,
     NoGrants, OutputBuffer, Provider, ProviderError, Task, ToolHost, ToolHostError, TruncateLimits,
 };
-use cordon_pipeline::{AgentStep, Pipeline, RelPath, StepKind};
+use cordon_pipeline::{AgentStep, Pipeline, RelPath};
 use cordon_protocol::event::OutputStream;
 use cordon_protocol::{Attempt, Event, Record, StepName};
 
@@ -70,10 +70,7 @@ impl LoopDriver {
         env: &dyn Fn(&str) -> Option<OsString>,
         record: Option<Box<dyn Write + Send>>,
     ) -> Result<Option<LoopDriver>, DriverError> {
-        let has_agents = pipeline
-            .steps
-            .iter()
-            .any(|s| matches!(s.kind, StepKind::Agent(_)));
+        let has_agents = !pipeline.agent_steps().is_empty();
         let Some(llm) = pipeline.llm.as_ref().filter(|_| has_agents) else {
             return Ok(None);
         };
@@ -224,6 +221,12 @@ impl AgentDriver for LoopDriver {
             execs,
         };
         let journal = &mut journal;
+        let mut none = cordon_agent::NoCustomTools;
+        let mut custom = input.custom.map(std::cell::RefCell::borrow_mut);
+        let custom: &mut dyn cordon_agent::CustomTools = match custom.as_deref_mut() {
+            Some(tools) => tools,
+            None => &mut none,
+        };
         let outcome = cordon_agent::run(
             &spec,
             Hooks {
@@ -231,6 +234,7 @@ impl AgentDriver for LoopDriver {
                 host: &mut host,
                 journal: &mut *journal,
                 grants: &mut *self.grants,
+                custom,
             },
         );
         journal.flush().map_err(DriverError::Journal)?;
@@ -262,7 +266,10 @@ impl AgentDriver for LoopDriver {
         }
         let verdict = decide(step, &final_text, &mut host, journal);
         journal.flush().map_err(DriverError::Journal)?;
-        verdict
+        verdict.map(|mut verdict| {
+            verdict.text = Some(final_text);
+            verdict
+        })
     }
 }
 
@@ -735,8 +742,10 @@ steps:
 
     fn agent_of(pipeline: &Pipeline) -> &AgentStep {
         match &pipeline.steps[0].kind {
-            StepKind::Agent(agent) => agent,
-            StepKind::Command(_) | StepKind::Action(_) => panic!("the demo's step is an agent"),
+            cordon_pipeline::StepKind::Agent(agent) => agent,
+            cordon_pipeline::StepKind::Command(_) | cordon_pipeline::StepKind::Action(_) => {
+                panic!("the demo's step is an agent")
+            }
         }
     }
 
@@ -756,6 +765,7 @@ steps:
             attempt: Attempt::FIRST,
             workspace: &workspace,
             feedback: &["the tests failed".to_owned()],
+            custom: None,
         };
         let verdict = driver
             .run(&input, &mut session, &mut journal)
@@ -775,7 +785,14 @@ steps:
             write("review.md", "ok\nVERDICT: APPROVED\n")
         );
         let (verdict, journal) = attempt(&approve, &[]);
-        assert_eq!(verdict, AgentVerdict::pass());
+        assert_eq!(
+            verdict,
+            AgentVerdict {
+                text: Some("done".to_owned()),
+                ..AgentVerdict::pass()
+            },
+            "the final message comes back with the verdict"
+        );
         let kinds: Vec<&str> = journal.0.iter().map(Event::kind).collect();
         let first_call = kinds
             .iter()
@@ -799,7 +816,10 @@ steps:
         );
         assert_eq!(
             attempt(&reject, &[]).0,
-            AgentVerdict::fail("`review.md` says `VERDICT: NEEDS CHANGES`")
+            AgentVerdict {
+                text: Some("done".to_owned()),
+                ..AgentVerdict::fail("`review.md` says `VERDICT: NEEDS CHANGES`")
+            }
         );
 
         let no_artifact = format!(
@@ -808,9 +828,12 @@ steps:
         );
         assert_eq!(
             attempt(&no_artifact, &[]).0,
-            AgentVerdict::fail(
-                "the agent finished without writing its artifact `review.md`, which must end with `VERDICT: APPROVED` or `VERDICT: NEEDS CHANGES`"
-            )
+            AgentVerdict {
+                text: Some("VERDICT: APPROVED".to_owned()),
+                ..AgentVerdict::fail(
+                    "the agent finished without writing its artifact `review.md`, which must end with `VERDICT: APPROVED` or `VERDICT: NEEDS CHANGES`"
+                )
+            }
         );
 
         let nothing = "{\"text\":\"done\"}\n";
@@ -862,6 +885,7 @@ steps:
             attempt: Attempt::new(2).expect("attempt"),
             workspace: &workspace,
             feedback: &["step `test` failed in attempt 1: exit 1\nAssertionError".to_owned()],
+            custom: None,
         };
         driver
             .run(&input, &mut session, &mut Memory::default())

@@ -256,6 +256,8 @@ mod tests {
                 attempt: Attempt::FIRST,
                 max_attempts: 3,
                 prompt: None,
+                kind: cordon_protocol::event::RunKind::Steps,
+                outcome: None,
             },
         )
     }

@@ -132,6 +132,7 @@ impl Egress {
                 Err(why) => refused.push(Event::PolicyRefuse {
                     domain: domain.clone(),
                     reason: format!("an earlier grant no longer fits the operator policy: {why}"),
+                    task: None,
                 }),
             }
         }
@@ -303,7 +304,7 @@ mod tests {
         let refused: Vec<String> = refused
             .iter()
             .map(|e| match e {
-                Event::PolicyRefuse { domain, reason } => format!("{domain}: {reason}"),
+                Event::PolicyRefuse { domain, reason, .. } => format!("{domain}: {reason}"),
                 other => format!("unexpected {other:?}"),
             })
             .collect();

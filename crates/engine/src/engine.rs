@@ -18,6 +18,7 @@ use crate::agent::{AgentDriver, AgentTask, AgentVerdict};
 use crate::executor::{
     ExecError, Executor, Gauges, Purpose, SessionSpec, StepSession, Tick, Watch,
 };
+use crate::outcome::TaskFold;
 use crate::output::{LineBuffer, OutputBudget};
 use crate::resources::{GuardedSession, Monitor, ResourceGuard};
 use crate::schedule::{self, Action, Cleanup};
@@ -25,6 +26,8 @@ use crate::secrets::Secrets;
 use crate::setup;
 use crate::state::RunState;
 use crate::workspace::{HostWorkspace, Missing};
+
+mod outcome;
 use cordon_workspace::WsPath;
 
 /// What an observer tells the engine after seeing a record.
@@ -86,9 +89,13 @@ pub struct Engine<'a> {
     budget: OutputBudget,
     /// The resource guardrail (`[limits]`); `None` samples nothing.
     guard: Option<ResourceGuard>,
+    /// An outcome run's task graph and progress, folded beside `state`.
+    tasks: TaskFold,
+    /// The outcome phase the attempt running now belongs to.
+    phase: Option<outcome::PhaseRun>,
 }
 
-enum Failure {
+pub(crate) enum Failure {
     Stop,
     Error(EngineError),
 }
@@ -113,6 +120,7 @@ impl<'a> Engine<'a> {
     ) -> Result<Engine<'a>, EngineError> {
         let records = cx.store.events(cx.run)?;
         let state = RunState::replay(&records);
+        let tasks = TaskFold::replay(&records);
         if let Some(agents) = cx.agents.as_deref_mut() {
             agents.restore(&records);
         }
@@ -124,7 +132,14 @@ impl<'a> Engine<'a> {
             cache: cordon_git::StatCache::default(),
             budget: OutputBudget::new(u64::MAX),
             guard: None,
+            tasks,
+            phase: None,
         })
+    }
+
+    /// An outcome run's task graph and progress so far.
+    pub fn tasks(&self) -> &TaskFold {
+        &self.tasks
     }
 
     /// Guards every sandboxed step with `guard` (the operator's `[limits]`).
@@ -138,12 +153,30 @@ impl<'a> Engine<'a> {
 
     /// Appends `run.started` for a fresh run, with the run's task (`--prompt`) when it has one.
     pub fn start(&mut self, max_attempts: u32, prompt: Option<String>) -> Result<(), EngineError> {
+        self.start_run(max_attempts, prompt, None)
+    }
+
+    /// Appends `run.started` for a fresh run: of an outcome pipeline with `outcome` (`cordon
+    /// do`), else of its steps with the run's task (`--prompt`) when it has one.
+    pub fn start_run(
+        &mut self,
+        max_attempts: u32,
+        prompt: Option<String>,
+        outcome: Option<String>,
+    ) -> Result<(), EngineError> {
+        let kind = if self.cx.pipeline.outcome.is_some() {
+            cordon_protocol::event::RunKind::Outcome
+        } else {
+            cordon_protocol::event::RunKind::Steps
+        };
         let event = Event::RunStarted {
             pipeline: self.cx.pipeline.name.clone(),
             workspace: self.cx.workspace.path().display().to_string(),
             attempt: Attempt::FIRST,
             max_attempts,
             prompt,
+            kind,
+            outcome,
         };
         match self.append(None, event) {
             Ok(_) | Err(Failure::Stop) => Ok(()),
@@ -165,6 +198,9 @@ impl<'a> Engine<'a> {
 
     /// Runs actions until the run finishes or an observer stops it.
     pub fn drive(&mut self) -> Result<Ending, EngineError> {
+        if let Some(spec) = &self.cx.pipeline.outcome {
+            return self.drive_outcome(spec);
+        }
         loop {
             let action = schedule::next(&self.state, self.cx.pipeline);
             let result = match action {
@@ -207,6 +243,7 @@ impl<'a> Engine<'a> {
         let event = self.cx.secrets.scrub_event(&event);
         let record = self.cx.store.append(self.cx.run, step, &event)?;
         self.state.apply(&record);
+        self.tasks.apply(&record);
         match self.observer.record(&record) {
             Control::Continue => Ok(record),
             Control::Stop => Err(Failure::Stop),
@@ -319,6 +356,14 @@ impl<'a> Engine<'a> {
                 )?;
             }
         }
+        self.attempt(step, attempt)
+    }
+
+    /// One attempt of `step`, from its setup hook to its `step.finished`. `step` is one of the
+    /// pipeline's, or an outcome run's phase step made for this attempt.
+    fn attempt(&mut self, step: &Step, attempt: Attempt) -> Result<(), Failure> {
+        let pipeline = self.cx.pipeline;
+        let name = &step.name;
         // A fresh output budget per attempt (its setup hook included).
         self.budget = OutputBudget::new(pipeline.isolation.output_limit_bytes());
         if let Some(sandbox) = step.kind.sandbox()
@@ -360,7 +405,13 @@ impl<'a> Engine<'a> {
                     Err(message) => (Verdict::Fail, None, Some(message)),
                 }
             }
-            StepKind::Action(HostAction::Commit { message }) => self.commit(name, message)?,
+            StepKind::Action(HostAction::Commit { message }) => {
+                let message = message
+                    .replace("{name}", &self.cx.pipeline.name)
+                    .replace("{run_id}", &self.cx.run.to_string());
+                let trailer = format!("Cordon-Run: {}", self.cx.run);
+                self.commit(name, &message, &trailer)?
+            }
             StepKind::Agent(agent) => self.agent_step(step, agent, attempt, monitor.as_ref())?,
         };
         if let Some(exhausted) = monitor
@@ -474,8 +525,8 @@ impl<'a> Engine<'a> {
     /// An agent step attempt: its session and the driver's loop, which decides the verdict.
     fn agent_step(
         &mut self,
-        step: &'a Step,
-        agent: &'a cordon_pipeline::AgentStep,
+        step: &Step,
+        agent: &cordon_pipeline::AgentStep,
         attempt: Attempt,
         monitor: Option<&Rc<RefCell<Monitor>>>,
     ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
@@ -488,12 +539,21 @@ impl<'a> Engine<'a> {
                 Some("agent steps cannot run without an agent driver".to_owned()),
             ));
         };
-        let result = self.agent_loop(driver, step, agent, attempt, monitor);
+        // An outcome phase's own tools live outside the engine while the loop borrows it.
+        let phase = self.phase.take();
+        let custom = phase.as_ref().and_then(outcome::PhaseRun::custom);
+        let result = self.agent_loop(driver, step, agent, attempt, monitor, custom);
         self.cx.agents = Some(driver);
-        match result? {
-            Ok(AgentVerdict { verdict, reason }) => {
-                Ok((verdict, None, reason.map(|r| self.cx.secrets.scrub(&r))))
-            }
+        let result = result?;
+        let judged = match &phase {
+            Some(phase) => phase.judge(result),
+            None => result,
+        };
+        self.phase = phase;
+        match judged {
+            Ok(AgentVerdict {
+                verdict, reason, ..
+            }) => Ok((verdict, None, reason.map(|r| self.cx.secrets.scrub(&r)))),
             Err(message) => Ok((Verdict::Fail, None, Some(message))),
         }
     }
@@ -504,10 +564,11 @@ impl<'a> Engine<'a> {
     fn agent_loop(
         &mut self,
         driver: &mut dyn AgentDriver,
-        step: &'a Step,
-        agent: &'a cordon_pipeline::AgentStep,
+        step: &Step,
+        agent: &cordon_pipeline::AgentStep,
         attempt: Attempt,
         monitor: Option<&Rc<RefCell<Monitor>>>,
+        custom: Option<&RefCell<dyn cordon_agent::CustomTools>>,
     ) -> Result<Result<AgentVerdict, String>, Failure> {
         let spec = self.spec(step, attempt, Purpose::Step);
         let mut session = match self.cx.executor.open(&spec) {
@@ -527,7 +588,13 @@ impl<'a> Engine<'a> {
             session.close();
             return Err(failure);
         }
-        let feedback = self.state.feedback.clone();
+        // An outcome phase's message says everything it needs; the run's retry feedback is a
+        // steps run's.
+        let feedback = if step.name.task().is_some() || self.cx.pipeline.outcome.is_some() {
+            Vec::new()
+        } else {
+            self.state.feedback.clone()
+        };
         let workspace = self.cx.workspace.path().to_path_buf();
         let task = AgentTask {
             pipeline: self.cx.pipeline,
@@ -536,6 +603,7 @@ impl<'a> Engine<'a> {
             attempt,
             workspace: &workspace,
             feedback: &feedback,
+            custom,
         };
         // Every tool process runs watched when the run has a guard.
         if let (Some(guard), Some(monitor)) = (&self.guard, monitor) {
@@ -707,10 +775,18 @@ impl<'a> Engine<'a> {
             (Some(own), Some(left)) => Some(own.min(left)),
             (own, left) => own.or(left),
         };
-        let grants = self.grants_for(&network);
+        let grants = match step.name.task() {
+            Some((task, _)) => self.tasks.grants_for(task, &network),
+            None => self.grants_for(&network),
+        };
         // The lane belongs to the step's own sessions, never to its setup hook.
         let model_lane = purpose == Purpose::Step
             && matches!(&step.kind, StepKind::Command(command) if command.model_lane);
+        // The critic of an outcome task reviews; it does not write (DESIGN §13).
+        let read_only = step
+            .name
+            .task()
+            .is_some_and(|(_, phase)| phase == "scrutinize");
         SessionSpec {
             step: step.name.clone(),
             attempt,
@@ -743,7 +819,10 @@ impl<'a> Engine<'a> {
                 pids: isolation.pids.map(std::num::NonZeroU64::get),
                 cpus: isolation.cpus.map(cordon_pipeline::Cpus::as_f64),
             },
-            allow_git_mutations: isolation.allow_git_mutations,
+            // A read-only session (an outcome run's scrutinize) cannot change the git
+            // directory either.
+            allow_git_mutations: isolation.allow_git_mutations && !read_only,
+            workspace_read_only: read_only,
         }
     }
 
@@ -877,21 +956,30 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Commits the work tree with `message` and the `trailer` lines, logging `commit.created`
+    /// for `step` (`None`: the run's own).
     fn commit(
         &mut self,
         step: &StepName,
-        template: &str,
+        message: &str,
+        trailer: &str,
+    ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
+        self.commit_for(Some(step), message, trailer)
+    }
+
+    fn commit_for(
+        &mut self,
+        step: Option<&StepName>,
+        message: &str,
+        trailer: &str,
     ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
         let Some(git) = self.cx.workspace.git() else {
             return Ok((
                 Verdict::Fail,
                 None,
-                Some("the commit action needs the workspace's git".to_owned()),
+                Some("committing needs the workspace's git".to_owned()),
             ));
         };
-        let message = template
-            .replace("{name}", &self.cx.pipeline.name)
-            .replace("{run_id}", &self.cx.run.to_string());
         let mut exclude = self.cx.tooling.clone();
         exclude.extend(self.cx.pipeline.steps.iter().filter_map(|s| {
             match &s.kind {
@@ -904,18 +992,17 @@ impl<'a> Engine<'a> {
         }));
         // `HEAD` moves: a diff taken against the old one no longer holds.
         self.last_diff = None;
-        let trailer = format!("Cordon-Run: {}", self.cx.run);
         match git.commit(
             self.cx.workspace.view(),
-            &message,
-            &trailer,
+            message,
+            trailer,
             &exclude,
             &mut self.cache,
         ) {
             Ok(Some(committed)) => {
                 if self.state.commit.as_deref() != Some(committed.sha.as_str()) {
                     self.append(
-                        Some(step),
+                        step,
                         Event::CommitCreated {
                             sha: committed.sha,
                             files: committed.files,
@@ -1087,6 +1174,34 @@ impl cordon_agent::Journal for EngineJournal<'_, '_> {
         {
             self.engine.cx.meter.record(*input_tokens, *output_tokens);
         }
+        // In an outcome run a grant or refusal belongs to the step's task (DESIGN §18).
+        let event = match (event, self.step.task()) {
+            (
+                Event::PolicyGrant {
+                    domain,
+                    reason,
+                    task: None,
+                },
+                Some((task, _)),
+            ) => Event::PolicyGrant {
+                domain,
+                reason,
+                task: Some(task.to_owned()),
+            },
+            (
+                Event::PolicyRefuse {
+                    domain,
+                    reason,
+                    task: None,
+                },
+                Some((task, _)),
+            ) => Event::PolicyRefuse {
+                domain,
+                reason,
+                task: Some(task.to_owned()),
+            },
+            (event, _) => event,
+        };
         match self.engine.append(Some(&self.step), event) {
             Ok(_) => Ok(()),
             Err(failure) => Err(self.stop(failure)),

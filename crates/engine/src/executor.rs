@@ -46,6 +46,8 @@ pub struct SessionSpec {
     /// refused.
     pub caps: cordon_sandbox::cgroup::Caps,
     pub allow_git_mutations: bool,
+    /// The workspace is read-only in this session (an outcome run's scrutinize).
+    pub workspace_read_only: bool,
 }
 
 /// How a command ended.

@@ -272,7 +272,10 @@ impl RunState {
                 self.open_tool_calls
                     .retain(|(s, open)| !(open == id && step.as_ref() == Some(s)));
             }
-            Event::PolicyGrant { domain, .. } => {
+            // A task's grants belong to the task (the outcome fold keeps them).
+            Event::PolicyGrant {
+                domain, task: None, ..
+            } => {
                 if !self.grants.contains(domain) {
                     self.grants.push(domain.clone());
                 }
@@ -284,7 +287,10 @@ impl RunState {
             | Event::EgressDeny(_)
             | Event::EgressClose(_)
             | Event::EgressDropped { .. }
+            | Event::PolicyGrant { task: Some(_), .. }
             | Event::PolicyRefuse { .. }
+            | Event::TasksPlanned { .. }
+            | Event::TaskState { .. }
             | Event::LlmRequest { .. }
             | Event::LlmResponse { .. }
             | Event::BudgetExhausted { .. }
@@ -405,6 +411,8 @@ mod tests {
                     attempt: Attempt::FIRST,
                     max_attempts: 3,
                     prompt: prompt.map(str::to_owned),
+                    kind: cordon_protocol::event::RunKind::Steps,
+                    outcome: None,
                 },
             )
         };

@@ -32,8 +32,10 @@ pub const MAX_FILES: usize = 1_000;
 
 impl Repo {
     /// Commits every change in the work tree except `exclude` (paths kept as HEAD has them) on
-    /// HEAD, with `message` and the trailer line `trailer` (`Cordon-Run: <id>`). `Ok(None)` when
-    /// there is nothing to commit.
+    /// HEAD, with `message` and the trailer lines `trailer` (`Cordon-Run: <id>`, and for an
+    /// outcome task `Cordon-Task: <id>` under it). `Ok(None)` when there is nothing to commit;
+    /// HEAD itself (not created) when its message already holds every trailer line, so a
+    /// commit repeated after a crash makes none.
     pub fn commit(
         &self,
         workspace: &View,
@@ -46,7 +48,12 @@ impl Repo {
         self.refuse_tampering()?;
         let head = self.head()?;
         let (head_tree, head_message) = self.commit_parts(&head)?;
-        if head_message.lines().any(|line| line.trim() == trailer) {
+        let holds = |wanted: &str| {
+            head_message
+                .lines()
+                .any(|line| line.trim() == wanted.trim())
+        };
+        if trailer.lines().all(holds) {
             return Ok(Some(Committed {
                 sha: head.to_string(),
                 created: false,

@@ -18,7 +18,7 @@ pub struct AgentName(String);
 impl AgentName {
     pub fn parse(text: &str) -> Option<AgentName> {
         // Step names and agent names share an alphabet that is safe in a file name.
-        match StepName::parse(text) {
+        match StepName::parse_written(text) {
             Ok(_) => Some(AgentName(text.to_owned())),
             Err(_) if text == "success" || text == "failure" => Some(AgentName(text.to_owned())),
             Err(_) => None,

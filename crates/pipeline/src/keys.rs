@@ -27,6 +27,12 @@ pub(crate) enum Shape {
     EnvName,
     /// A whole number greater than 0.
     Positive,
+    /// A whole number, 0 or more.
+    Count,
+    /// An agent name or an object of this table (an outcome phase).
+    Phase(&'static Table),
+    /// A list of commands or objects of this table (an outcome's `verify`).
+    Commands(&'static Table),
     Bool,
     /// A number greater than 0 (CPUs) or in a range (temperature).
     Number {
@@ -65,7 +71,7 @@ pub(crate) const PIPELINE: Table = Table {
     name: "Pipeline",
     what: "the pipeline",
     doc: "A cordon pipeline: agent steps do the work, command steps verify it, host actions finish it.",
-    required: &["name", "steps"],
+    required: &["name"],
     keys: &[
         Key {
             name: "name",
@@ -115,7 +121,166 @@ pub(crate) const PIPELINE: Table = Table {
         Key {
             name: "steps",
             shape: Shape::List(&STEP),
-            doc: "The steps, in order; an omitted `on_pass` goes to the next one.",
+            doc: "The steps, in order; an omitted `on_pass` goes to the next one. A pipeline has `steps` or `outcome`.",
+        },
+        Key {
+            name: "outcome",
+            shape: Shape::Object(&OUTCOME),
+            doc: "Instead of `steps`: carry an outcome (`cordon do \"OUTCOME\"`) through a task graph, each task planned, executed, scrutinized, verified and validated.",
+        },
+    ],
+};
+
+pub(crate) const OUTCOME: Table = Table {
+    name: "Outcome",
+    what: "`outcome`",
+    doc: "An outcome run: the agents of its five phases, the commands every task must pass, and its bounds.",
+    required: &["decompose", "plan", "execute", "scrutinize", "validate"],
+    keys: &[
+        Key {
+            name: "decompose",
+            shape: Shape::Phase(&PHASE),
+            doc: "Turns the outcome into a task graph with the `submit_tasks` tool.",
+        },
+        Key {
+            name: "plan",
+            shape: Shape::Phase(&PHASE),
+            doc: "Plans one task with the `submit_plan` tool (steps, verify commands, egress requests).",
+        },
+        Key {
+            name: "execute",
+            shape: Shape::Phase(&PHASE),
+            doc: "Carries out the plan in a read-write workspace.",
+        },
+        Key {
+            name: "scrutinize",
+            shape: Shape::Phase(&PHASE),
+            doc: "Reviews the task's diff in a fresh conversation on a read-only workspace; its findings go to validate.",
+        },
+        Key {
+            name: "validate",
+            shape: Shape::Phase(&PHASE),
+            doc: "Decides with a last `VERDICT:` line: `ACCEPT`, `REVISE` (execute again) or `REPLAN` (plan again).",
+        },
+        Key {
+            name: "verify",
+            shape: Shape::Commands(&VERIFY),
+            doc: "Commands every task must pass (exit 0), before the task's and the plan's own.",
+        },
+        Key {
+            name: "max_tasks",
+            shape: Shape::Positive,
+            doc: "The most tasks a graph may have. Default 20.",
+        },
+        Key {
+            name: "max_revisions",
+            shape: Shape::Count,
+            doc: "Returns to `execute` a task may make (from verify or validate) before it fails. Default 2.",
+        },
+        Key {
+            name: "max_replans",
+            shape: Shape::Count,
+            doc: "Returns to `plan` a task may make before it fails. Default 1.",
+        },
+        Key {
+            name: "parallel",
+            shape: Shape::Positive,
+            doc: "Independent ready tasks at once. Default 1.",
+        },
+        Key {
+            name: "commit",
+            shape: Shape::Enum(OUTCOME_COMMIT),
+            doc: "`per_task` (a commit per accepted task, default), `end` (one when the run succeeds) or `none`.",
+        },
+    ],
+};
+
+const OUTCOME_COMMIT: &[&str] = &["per_task", "end", "none"];
+
+pub(crate) const PHASE: Table = Table {
+    name: "Phase",
+    what: "a phase",
+    doc: "A phase's agent (`<agents_dir>/<agent>.agent.md`) and its agent-step settings; a plain name means `{agent: NAME}`.",
+    required: &["agent"],
+    keys: &[
+        Key {
+            name: "agent",
+            shape: Shape::Name,
+            doc: "Run the agent defined in `<agents_dir>/<agent>.agent.md`.",
+        },
+        Key {
+            name: "prompt",
+            shape: Shape::String,
+            doc: "Appended to the task message cordon writes for the phase.",
+        },
+        Key {
+            name: "model",
+            shape: Shape::String,
+            doc: "Overrides the agent file's and `llm`'s model for this phase.",
+        },
+        Key {
+            name: "max_iterations",
+            shape: Shape::Positive,
+            doc: "Model-call budget of each attempt of the phase. Default: the agent file's, else 40.",
+        },
+        Key {
+            name: "timeout",
+            shape: Shape::Positive,
+            doc: "Wall-clock limit of each attempt, in seconds.",
+        },
+        Key {
+            name: "network",
+            shape: Shape::Network,
+            doc: "The phase's network; default: the pipeline's. `grants: true` on `execute` applies the plan's granted egress requests.",
+        },
+        Key {
+            name: "secrets",
+            shape: Shape::StringList,
+            doc: "Secret references (declared under top-level `secrets`) set in the phase's sandbox.",
+        },
+        Key {
+            name: "env",
+            shape: Shape::StringMap,
+            doc: "Extra environment variables in the phase's sandbox.",
+        },
+    ],
+};
+
+pub(crate) const VERIFY: Table = Table {
+    name: "Verify",
+    what: "a verify command",
+    doc: "A command every task must pass; a string or list means `{command: …}`.",
+    required: &["command"],
+    keys: &[
+        Key {
+            name: "command",
+            shape: Shape::Command,
+            doc: "A string runs under `/bin/sh -c`; a list runs without a shell. Exit 0 passes.",
+        },
+        Key {
+            name: "setup",
+            shape: Shape::Command,
+            doc: "Runs once per run (cached) in its own session before the command.",
+        },
+        Key {
+            name: "setup_network",
+            shape: Shape::Network,
+            doc: "The setup hook's network. Default `none`.",
+        },
+        Key {
+            name: "network",
+            shape: Shape::Network,
+            doc: "The command's network; default: the pipeline's.",
+        },
+        Key {
+            name: "timeout",
+            shape: Shape::Positive,
+            doc: "Wall-clock limit in seconds.",
+        },
+        Key {
+            name: "env",
+            shape: Shape::StringMap,
+            doc: "Extra environment variables in the command's sandbox.",
         },
     ],
 };

@@ -34,8 +34,9 @@ pub use llm::Llm;
 pub use load::{Disk, Files, Loaded, load, load_str};
 pub use model::{
     Action, AgentStep, Budget, CommandSpec, CommandStep, DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_ITERATIONS, Pipeline, Pricing, Route, Sandboxed, Setup, Step, StepKind, StepName,
-    Timeout, Verdicts,
+    DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_REPLANS, DEFAULT_MAX_REVISIONS, DEFAULT_MAX_TASKS,
+    OutcomeCommit, OutcomeSpec, Pipeline, Pricing, Route, Sandboxed, Setup, Step, StepKind,
+    StepName, Timeout, Verdicts,
 };
 pub use network::{Allowlist, Network};
 pub use rel_path::{RelPath, RelPathError};

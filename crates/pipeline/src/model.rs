@@ -35,6 +35,81 @@ pub struct Pipeline {
     pub budget: Budget,
     /// `llm.pricing`: what the model costs, for cost and `budget.cost_usd`.
     pub pricing: Option<Pricing>,
+    /// `outcome:` instead of `steps:` (DESIGN §13): `steps` is then empty.
+    pub outcome: Option<OutcomeSpec>,
+}
+
+/// `max_tasks` when not given.
+pub const DEFAULT_MAX_TASKS: u32 = 20;
+/// `max_revisions` when not given.
+pub const DEFAULT_MAX_REVISIONS: u32 = 2;
+/// `max_replans` when not given.
+pub const DEFAULT_MAX_REPLANS: u32 = 1;
+
+/// An outcome pipeline (DESIGN §13): the agents of the five phases, the commands every task must
+/// pass, and the bounds. Each phase is a resolved agent step (`prompt` is appended after the
+/// task message cordon writes for the phase).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutcomeSpec {
+    pub decompose: AgentStep,
+    pub plan: AgentStep,
+    pub execute: AgentStep,
+    pub scrutinize: AgentStep,
+    pub validate: AgentStep,
+    /// Commands every task's verify runs first, in order.
+    pub verify: Vec<CommandStep>,
+    pub max_tasks: u32,
+    /// Returns to `execute` a task may make (from verify or validate).
+    pub max_revisions: u32,
+    /// Returns to `plan` a task may make (from validate).
+    pub max_replans: u32,
+    /// Independent ready tasks at once.
+    pub parallel: NonZeroU32,
+    pub commit: OutcomeCommit,
+}
+
+impl OutcomeSpec {
+    /// The phase agent steps with their phase names, in the order a task meets them
+    /// (`decompose` first).
+    pub fn phases(&self) -> [(&'static str, &AgentStep); 5] {
+        [
+            ("decompose", &self.decompose),
+            ("plan", &self.plan),
+            ("execute", &self.execute),
+            ("scrutinize", &self.scrutinize),
+            ("validate", &self.validate),
+        ]
+    }
+
+    /// The agent step of a phase name.
+    pub fn phase(&self, name: &str) -> Option<&AgentStep> {
+        self.phases()
+            .into_iter()
+            .find_map(|(phase, step)| (phase == name).then_some(step))
+    }
+}
+
+/// `commit:` of an outcome pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutcomeCommit {
+    /// One commit per accepted task: `<task id>: <title>`.
+    PerTask,
+    /// One commit when the run succeeds.
+    End,
+    /// The worktree is left as it is.
+    None,
+}
+
+impl OutcomeCommit {
+    pub const NAMES: &'static [&'static str] = &["per_task", "end", "none"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeCommit::PerTask => "per_task",
+            OutcomeCommit::End => "end",
+            OutcomeCommit::None => "none",
+        }
+    }
 }
 
 /// `budget: {tokens, cost_usd, wall_clock}` (DESIGN §12): each limit bounds the whole run.
@@ -65,6 +140,33 @@ impl Pricing {
 impl Pipeline {
     pub fn step(&self, name: &StepName) -> Option<&Step> {
         self.steps.iter().find(|s| &s.name == name)
+    }
+
+    /// Every agent step the pipeline can run: its agent steps, or an outcome's phases.
+    pub fn agent_steps(&self) -> Vec<&AgentStep> {
+        let mut all: Vec<&AgentStep> = self
+            .steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Agent(agent) => Some(agent),
+                StepKind::Command(_) | StepKind::Action(_) => None,
+            })
+            .collect();
+        if let Some(outcome) = &self.outcome {
+            all.extend(outcome.phases().into_iter().map(|(_, step)| step));
+        }
+        all
+    }
+
+    /// The sandbox settings of everything the pipeline can run in a sandbox: its steps, or an
+    /// outcome's phases and verify commands.
+    pub fn sandboxed(&self) -> Vec<&Sandboxed> {
+        let mut all: Vec<&Sandboxed> = self.steps.iter().filter_map(|s| s.kind.sandbox()).collect();
+        if let Some(outcome) = &self.outcome {
+            all.extend(outcome.phases().into_iter().map(|(_, step)| &step.sandbox));
+            all.extend(outcome.verify.iter().map(|c| &c.sandbox));
+        }
+        all
     }
 }
 

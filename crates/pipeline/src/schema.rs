@@ -24,6 +24,9 @@ pub fn pipeline_schema() -> Value {
         &keys::VERDICTS,
         &keys::COMMIT_PARAMS,
         &keys::AGENT,
+        &keys::OUTCOME,
+        &keys::PHASE,
+        &keys::VERIFY,
     ] {
         defs.insert(table.name.to_owned(), object(table));
     }
@@ -106,6 +109,20 @@ fn shape(shape: &Shape) -> Value {
             json!({"type": "array", "uniqueItems": true, "items": {"enum": values}})
         }
         Shape::Positive => json!({"type": "integer", "minimum": 1}),
+        Shape::Count => json!({"type": "integer", "minimum": 0}),
+        Shape::Phase(table) => json!({
+            "oneOf": [
+                {"type": "string", "pattern": NAME_PATTERN},
+                {"$ref": format!("#/$defs/{}", table.name)}
+            ]
+        }),
+        Shape::Commands(table) => json!({
+            "type": "array",
+            "items": {"oneOf": [
+                {"$ref": "#/$defs/Command"},
+                {"$ref": format!("#/$defs/{}", table.name)}
+            ]}
+        }),
         Shape::Bool => json!({"type": "boolean"}),
         Shape::Number {
             minimum,

@@ -6,6 +6,7 @@ mod graph;
 mod isolation;
 mod llm;
 mod network;
+mod outcome;
 mod route;
 mod sandboxed;
 mod secrets;
@@ -103,10 +104,32 @@ pub(crate) fn pipeline(
         secret_names: &secret_names,
         agents_dir: agents_dir.as_ref(),
     };
-    let steps = fields
-        .get("steps")
-        .and_then(|n| step::steps(out, n, &context, agents));
-    let (steps, agents) = steps.map_or((None, None), |(s, a)| (Some(s), Some(a)));
+    let (steps, outcome, agents) = match (fields.get("steps"), fields.get("outcome")) {
+        (Some(_), Some(o)) => {
+            out.error(
+                o.at,
+                "a pipeline has `steps` or `outcome`, not both: `steps` is a loop you write, \
+                 `outcome` a task graph cordon plans (`cordon do`); keep one",
+            );
+            (None, None, None)
+        }
+        (None, None) => {
+            out.error(
+                root.at,
+                "the pipeline needs `steps` (a loop: `cordon run`) or `outcome` (a task graph: \
+                 `cordon do \"OUTCOME\"`); add one",
+            );
+            (None, None, None)
+        }
+        (Some(n), None) => match step::steps(out, n, &context, agents) {
+            Some((steps, agents)) => (Some(steps), Some(None), Some(agents)),
+            None => (None, None, None),
+        },
+        (None, Some(n)) => match outcome::outcome(out, n, &context, agents) {
+            Some((outcome, agents)) => (Some(Vec::new()), Some(Some(outcome)), Some(agents)),
+            None => (None, None, None),
+        },
+    };
     Some(Pipeline {
         name: name?,
         llm: match llm {
@@ -123,6 +146,7 @@ pub(crate) fn pipeline(
         agents: agents?,
         budget: budget?,
         pricing: pricing?,
+        outcome: outcome?,
     })
 }
 

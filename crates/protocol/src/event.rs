@@ -17,7 +17,7 @@ pub use timestamp::Timestamp;
 
 /// The version of the event schema. A store written by a newer cordon (a higher version) is
 /// refused rather than misread.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Where a step's output chunk came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +62,103 @@ pub enum LlmSource {
     Lane,
 }
 
+/// What a run carries out: a pipeline's `steps`, or an `outcome` through a task graph (§13).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    #[default]
+    Steps,
+    Outcome,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Steps => "steps",
+            RunKind::Outcome => "outcome",
+        }
+    }
+}
+
+/// One task of an outcome run's graph as `submit_tasks` gave it and cordon accepted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedTask {
+    pub id: String,
+    pub title: String,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acceptance: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
+}
+
+/// Where an outcome task is (`task.state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskPhase {
+    Pending,
+    Planning,
+    Executing,
+    Scrutinizing,
+    Verifying,
+    Validating,
+    Done,
+    Failed,
+    Skipped,
+}
+
+impl TaskPhase {
+    pub const ALL: [TaskPhase; 9] = [
+        TaskPhase::Pending,
+        TaskPhase::Planning,
+        TaskPhase::Executing,
+        TaskPhase::Scrutinizing,
+        TaskPhase::Verifying,
+        TaskPhase::Validating,
+        TaskPhase::Done,
+        TaskPhase::Failed,
+        TaskPhase::Skipped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskPhase::Pending => "pending",
+            TaskPhase::Planning => "planning",
+            TaskPhase::Executing => "executing",
+            TaskPhase::Scrutinizing => "scrutinizing",
+            TaskPhase::Verifying => "verifying",
+            TaskPhase::Validating => "validating",
+            TaskPhase::Done => "done",
+            TaskPhase::Failed => "failed",
+            TaskPhase::Skipped => "skipped",
+        }
+    }
+
+    /// The phase step a task in this state runs (`plan` for `planning`), if any.
+    pub fn phase(self) -> Option<&'static str> {
+        match self {
+            TaskPhase::Planning => Some("plan"),
+            TaskPhase::Executing => Some("execute"),
+            TaskPhase::Scrutinizing => Some("scrutinize"),
+            TaskPhase::Verifying => Some("verify"),
+            TaskPhase::Validating => Some("validate"),
+            TaskPhase::Pending | TaskPhase::Done | TaskPhase::Failed | TaskPhase::Skipped => None,
+        }
+    }
+
+    /// `done`, `failed` or `skipped`: nothing more happens to the task.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            TaskPhase::Done | TaskPhase::Failed | TaskPhase::Skipped
+        )
+    }
+}
+
 /// A stored blob (a large output, a diff), referenced from events by this number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -82,6 +179,12 @@ pub enum Event {
         /// message and reused on resume.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prompt: Option<String>,
+        /// `steps` or `outcome` (absent in logs older than outcome runs: `steps`).
+        #[serde(default)]
+        kind: RunKind,
+        /// An outcome run's outcome (`cordon do "OUTCOME"`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<String>,
     },
     /// A process took the run over again; `max_attempts` is the budget from now on.
     #[serde(rename = "run.resumed")]
@@ -155,10 +258,34 @@ pub enum Event {
     /// A session reached its cap of egress events: `count` more records were not stored.
     #[serde(rename = "egress.dropped")]
     EgressDropped { count: u64 },
+    /// `task`: in an outcome run, the task the grant is scoped to (DESIGN §18).
     #[serde(rename = "policy.grant")]
-    PolicyGrant { domain: String, reason: String },
+    PolicyGrant {
+        domain: String,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+    },
     #[serde(rename = "policy.refuse")]
-    PolicyRefuse { domain: String, reason: String },
+    PolicyRefuse {
+        domain: String,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+    },
+    /// An outcome run's task graph, as the decompose step submitted it and cordon accepted it.
+    #[serde(rename = "tasks.planned")]
+    TasksPlanned { tasks: Vec<PlannedTask> },
+    /// An outcome task moved: its state and counters from now on, and why.
+    #[serde(rename = "task.state")]
+    TaskState {
+        task: String,
+        state: TaskPhase,
+        revision: u32,
+        replan: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     #[serde(rename = "llm.request")]
     LlmRequest {
         model: String,
@@ -251,6 +378,8 @@ impl Event {
             Event::EgressDropped { .. } => "egress.dropped",
             Event::PolicyGrant { .. } => "policy.grant",
             Event::PolicyRefuse { .. } => "policy.refuse",
+            Event::TasksPlanned { .. } => "tasks.planned",
+            Event::TaskState { .. } => "task.state",
             Event::LlmRequest { .. } => "llm.request",
             Event::LlmResponse { .. } => "llm.response",
             Event::BudgetExhausted { .. } => "budget.exhausted",
@@ -279,6 +408,8 @@ impl Event {
             | Event::SetupRan { .. }
             | Event::PolicyGrant { .. }
             | Event::PolicyRefuse { .. }
+            | Event::TasksPlanned { .. }
+            | Event::TaskState { .. }
             | Event::BudgetExhausted { .. }
             | Event::CommitCreated { .. } => true,
             // A route is recomputed from `step.finished` and the pipeline when it is lost, and
@@ -301,6 +432,14 @@ impl Event {
             | Event::ResourcesWarning { .. }
             | Event::Error { .. } => false,
         }
+    }
+
+    /// Whether the event has a `task` field of its own (so a phase step's record adds none).
+    pub fn has_task(&self) -> bool {
+        matches!(
+            self,
+            Event::TaskState { .. } | Event::PolicyGrant { .. } | Event::PolicyRefuse { .. }
+        )
     }
 
     /// The `data` object alone, as JSON text, keys in declaration order.

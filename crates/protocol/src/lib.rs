@@ -13,4 +13,4 @@ pub use attempt::Attempt;
 pub use event::{Event, Record, SCHEMA_VERSION};
 pub use refusal::Refusal;
 pub use run_id::{RunId, RunIdError};
-pub use step_name::{StepName, StepNameError};
+pub use step_name::{MAX_TASK_ID, PHASES, StepName, StepNameError, is_task_id};

@@ -1,4 +1,5 @@
-//! `StepName`: a step's name, `[a-z0-9][a-z0-9_-]{0,62}`, never `success` or `failure`.
+//! `StepName`: a step's name, `[a-z0-9][a-z0-9_-]{0,62}`, never `success` or `failure` — or,
+//! for the phase steps of an outcome run (DESIGN §13), `<task id>.<phase>`.
 
 use std::fmt;
 
@@ -26,9 +27,48 @@ pub enum StepNameError {
     Reserved(String),
 }
 
+/// The phases of an outcome task, in the order a task goes through them (DESIGN §13).
+pub const PHASES: &[&str] = &["plan", "execute", "scrutinize", "verify", "validate"];
+
+/// The longest task id: `[a-z0-9][a-z0-9-]{0,31}`.
+pub const MAX_TASK_ID: usize = 32;
+
+/// Whether `text` is a task id: `[a-z0-9][a-z0-9-]{0,31}`.
+pub fn is_task_id(text: &str) -> bool {
+    let mut chars = text.chars();
+    text.len() <= MAX_TASK_ID
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 impl StepName {
-    /// Checks `text` against `[a-z0-9][a-z0-9_-]{0,62}` and the reserved route targets.
+    /// A step name as stored, printed or asked for: the pipeline grammar
+    /// ([`StepName::parse_written`]) or an outcome run's `<task id>.<phase>`.
     pub fn parse(text: &str) -> Result<StepName, StepNameError> {
+        if let Some((task, phase)) = text.split_once('.')
+            && is_task_id(task)
+            && PHASES.contains(&phase)
+        {
+            return Ok(StepName(text.to_owned()));
+        }
+        StepName::parse_written(text)
+    }
+
+    /// The step of `task`'s `phase` in an outcome run; `None` when `task` is not a task id or
+    /// `phase` not a phase.
+    pub fn task_phase(task: &str, phase: &str) -> Option<StepName> {
+        (is_task_id(task) && PHASES.contains(&phase)).then(|| StepName(format!("{task}.{phase}")))
+    }
+
+    /// For a phase step of an outcome run: its task id and phase.
+    pub fn task(&self) -> Option<(&str, &str)> {
+        self.0.split_once('.')
+    }
+
+    /// A name written in a pipeline: `[a-z0-9][a-z0-9_-]{0,62}`, not a reserved route target.
+    pub fn parse_written(text: &str) -> Result<StepName, StepNameError> {
         if text.is_empty() {
             return Err(StepNameError::Empty);
         }
@@ -101,6 +141,32 @@ mod tests {
             .map_err(|e| e.to_string());
         let expected = expected.map(str::to_owned).map_err(str::to_owned);
         assert_eq!(got, expected, "input {text:?}");
+    }
+
+    #[test]
+    fn outcome_phase_steps_are_the_only_names_with_a_dot() {
+        for (text, ok) in [
+            ("t1.execute", true),
+            ("fix-parser.validate", true),
+            (&format!("{}.plan", "a".repeat(32)), true),
+            (&format!("{}.plan", "a".repeat(33)), false),
+            ("t1.deploy", false),
+            ("T1.plan", false),
+            ("t_1.plan", false),
+            ("-t.plan", false),
+            ("t1.plan.x", false),
+            (".plan", false),
+        ] {
+            assert_eq!(StepName::parse(text).is_ok(), ok, "{text}");
+            assert!(
+                StepName::parse_written(text).is_err(),
+                "{text} is never written"
+            );
+        }
+        let name = StepName::task_phase("t1", "verify").expect("a phase step");
+        assert_eq!(name.task(), Some(("t1", "verify")));
+        assert_eq!(StepName::parse("dev").expect("name").task(), None);
+        assert_eq!(StepName::task_phase("t1", "deploy"), None);
     }
 
     #[test]

@@ -202,6 +202,9 @@ pub struct SessionConfig {
     /// program is always added.
     pub mask: Vec<PathBuf>,
     pub git_mutations: GitMutations,
+    /// The workspace is mounted read-only and left out of Landlock's write rules (an outcome
+    /// run's `scrutinize`, DESIGN §13); `git_mutations` then does not apply.
+    pub workspace_read_only: bool,
     /// With `git_mutations` allowed on an ordinary repository: the private git directory that
     /// stands in for the workspace's `.git` in this session (made, and imported afterwards, by
     /// the caller — `cordon_git::private`).
@@ -242,6 +245,7 @@ impl SessionConfig {
             protect: Vec::new(),
             mask: Vec::new(),
             git_mutations: GitMutations::Deny,
+            workspace_read_only: false,
             private_git: None,
             tmp_size: DEFAULT_TMP_SIZE,
             caps: Caps::default(),

@@ -193,7 +193,7 @@ pub(crate) fn gather(
         protected: HashSet::new(),
     };
     let private = config.private_git.as_ref().filter(|p| {
-        config.git_mutations == GitMutations::Allow
+        git_mutations(config) == GitMutations::Allow
             && protection.dot_git_file.is_none()
             && protection.dirs == [p.git_dir.clone()]
     });
@@ -262,9 +262,10 @@ pub(crate) fn gather(
             source: workspace_source,
             kind: Kind::Dir,
         },
+        workspace_read_only: config.workspace_read_only,
         git,
         submodules,
-        git_mutations: config.git_mutations,
+        git_mutations: git_mutations(config),
         read_only,
         caches,
         hide,
@@ -277,11 +278,11 @@ pub(crate) fn gather(
         tmp_size: config.tmp_size,
     };
     let plan = mounts::plan(&layout);
-    let mut read_write = vec![
-        workspace_path.clone(),
-        PathBuf::from("/tmp"),
-        PathBuf::from("/dev/shm"),
-    ];
+    let mut read_write = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
+    // Landlock follows the writable mounts (DESIGN §18): a read-only workspace gets no rule.
+    if !config.workspace_read_only {
+        read_write.insert(0, workspace_path.clone());
+    }
     // Each writable directory of the shared tmpfs that the plan mounts (one inside the workspace
     // is the workspace's).
     for step in &plan.steps {
@@ -303,7 +304,7 @@ pub(crate) fn gather(
         .git
         .iter()
         .chain(&layout.submodules)
-        .filter(|_| config.git_mutations == GitMutations::Allow)
+        .filter(|_| git_mutations(config) == GitMutations::Allow)
     {
         read_write.extend(
             git.dirs
@@ -326,6 +327,15 @@ pub(crate) fn gather(
         limits: limits::plan(&limits::HostLimits::read()?),
     };
     Ok(Facts { setup, fds })
+}
+
+/// `git_mutations` as the session gets it: never on a read-only workspace.
+fn git_mutations(config: &SessionConfig) -> GitMutations {
+    if config.workspace_read_only {
+        GitMutations::Deny
+    } else {
+        config.git_mutations
+    }
 }
 
 /// Turns git directories into [`GitLayout`]s, making the host descriptors they need and
@@ -379,7 +389,7 @@ impl GitMounter<'_> {
                     }
                 })?
             };
-            if self.config.git_mutations == GitMutations::Allow {
+            if git_mutations(self.config) == GitMutations::Allow {
                 // The configuration of the git directories nested in this one (deinitialised
                 // submodules', worktrees'), which no gitlink or `.git` file leads to. An entry
                 // already kept read-only (a nested git directory mounted itself) is not bound

@@ -181,6 +181,8 @@ pub enum GitMutations {
 pub struct Layout {
     pub system: Vec<SystemEntry>,
     pub workspace: Mounted,
+    /// The workspace is bound read-only (and `git_mutations` is `Deny`).
+    pub workspace_read_only: bool,
     pub git: Option<GitLayout>,
     /// The submodules' git layouts (`.git` files and git directories), each mounted like `git`.
     /// A submodule path without a `.git` is in `protect` instead (read-only as a whole).
@@ -287,7 +289,11 @@ pub fn plan(layout: &Layout) -> MountPlan {
         layout.workspace.source.clone(),
         &layout.workspace.path,
         Kind::Dir,
-        Access::ReadWrite,
+        if layout.workspace_read_only {
+            Access::ReadOnly
+        } else {
+            Access::ReadWrite
+        },
     ));
     // Below the shared `/tmp` (deeper, so mounted after it); their parents are made in it.
     for cache in &layout.caches {

@@ -48,6 +48,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             attempt: Attempt::FIRST,
             max_attempts: 3,
             prompt: None,
+            kind: cordon_protocol::event::RunKind::Steps,
+            outcome: None,
         },
     )?;
     println!("run {run}");

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use cordon_protocol::event::{AuditRecord, Outcome, Timestamp, Verdict};
+use cordon_protocol::event::{AuditRecord, Outcome, RunKind, TaskPhase, Timestamp, Verdict};
 use cordon_protocol::{Event, Record, RunId, StepName};
 use serde::Serialize;
 
@@ -140,6 +140,27 @@ pub struct EgressRow {
     pub bytes_down: u64,
 }
 
+/// One task of an outcome run (`[data-task][data-task-state]`), its phases being the steps
+/// named `<id>.<phase>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TaskView {
+    pub id: String,
+    pub title: String,
+    pub depends_on: Vec<String>,
+    pub state: TaskPhase,
+    pub revision: u32,
+    pub replan: u32,
+    /// Why it is where it is (the last `task.state` reason).
+    pub reason: Option<String>,
+}
+
+impl TaskView {
+    /// The phase it is in (`plan` for `planning`), if any.
+    pub fn phase(&self) -> Option<&'static str> {
+        self.state.phase()
+    }
+}
+
 /// A route the run took, with how often.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RouteTaken {
@@ -155,6 +176,12 @@ pub struct RouteTaken {
 pub struct RunView {
     pub id: RunId,
     pub pipeline: String,
+    /// `steps` or `outcome` (`run.started{kind}`).
+    pub kind: RunKind,
+    /// An outcome run's outcome sentence.
+    pub goal: Option<String>,
+    /// An outcome run's tasks, in graph order.
+    pub tasks: Vec<TaskView>,
     pub workspace: Option<String>,
     pub held: bool,
     pub attempt: u32,
@@ -194,6 +221,9 @@ impl RunView {
         RunView {
             id,
             pipeline: pipeline.to_owned(),
+            kind: RunKind::Steps,
+            goal: None,
+            tasks: Vec::new(),
             workspace: None,
             held: false,
             attempt: 1,
@@ -289,8 +319,12 @@ impl RunView {
                 workspace,
                 attempt,
                 max_attempts,
+                kind,
+                outcome,
                 ..
             } => {
+                self.kind = *kind;
+                self.goal.clone_from(outcome);
                 self.workspace = Some(workspace.clone());
                 self.attempt = attempt.get();
                 self.max_attempts = Some(*max_attempts);
@@ -470,7 +504,43 @@ impl RunView {
                     row.bytes_down += audit.bytes_down;
                 }
             }
-            Event::SandboxSession { .. }
+            Event::TasksPlanned { tasks }
+                if record
+                    .step
+                    .as_ref()
+                    .is_some_and(|s| s.as_str() == "decompose") =>
+            {
+                // The graph the decompose step submitted last (it is adopted when the step
+                // passes; a rerun submits it again).
+                self.tasks = tasks
+                    .iter()
+                    .map(|t| TaskView {
+                        id: t.id.clone(),
+                        title: t.title.clone(),
+                        depends_on: t.depends_on.clone(),
+                        state: TaskPhase::Pending,
+                        revision: 0,
+                        replan: 0,
+                        reason: None,
+                    })
+                    .collect();
+            }
+            Event::TaskState {
+                task,
+                state,
+                revision,
+                replan,
+                reason,
+            } => {
+                if let Some(view) = self.tasks.iter_mut().find(|t| &t.id == task) {
+                    view.state = *state;
+                    view.revision = *revision;
+                    view.replan = *replan;
+                    view.reason.clone_from(reason);
+                }
+            }
+            Event::TasksPlanned { .. }
+            | Event::SandboxSession { .. }
             | Event::SandboxExec { .. }
             | Event::SetupRan { .. }
             | Event::SetupCached { .. }
@@ -502,6 +572,9 @@ pub fn target(audit: &AuditRecord) -> String {
 struct Snapshot<'a> {
     id: String,
     pipeline: &'a str,
+    kind: RunKind,
+    goal: Option<&'a str>,
+    tasks: &'a [TaskView],
     workspace: Option<&'a str>,
     status: RunStatus,
     held: bool,
@@ -533,6 +606,9 @@ impl Serialize for RunView {
         Snapshot {
             id: self.id.to_string(),
             pipeline: &self.pipeline,
+            kind: self.kind,
+            goal: self.goal.as_deref(),
+            tasks: &self.tasks,
             workspace: self.workspace.as_deref(),
             status: self.status(),
             held: self.held,

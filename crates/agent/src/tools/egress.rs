@@ -42,6 +42,8 @@ pub(super) fn request(args: Args, cx: &mut Context<'_>) -> Result<Outcome, Agent
                 .event(Event::PolicyGrant {
                     domain: domain.clone(),
                     reason: args.reason,
+                    // The engine's journal scopes it to the step's task in an outcome run.
+                    task: None,
                 })
                 .map_err(AgentError::Journal)?;
             Ok(Outcome::ok(format!("granted {domain}")))
@@ -51,6 +53,7 @@ pub(super) fn request(args: Args, cx: &mut Context<'_>) -> Result<Outcome, Agent
                 .event(Event::PolicyRefuse {
                     domain: domain.clone(),
                     reason: why.clone(),
+                    task: None,
                 })
                 .map_err(AgentError::Journal)?;
             Ok(Outcome::error(format!("refused {domain}: {why}")))

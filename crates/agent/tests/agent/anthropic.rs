@@ -183,6 +183,7 @@ fn anthropic_403_is_an_auth_error_naming_the_variable() {
             host: &mut host,
             journal: &mut journal,
             grants: &mut cordon_agent::NoGrants,
+            custom: &mut cordon_agent::NoCustomTools,
         },
     )
     .expect_err("refused");

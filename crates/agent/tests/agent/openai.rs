@@ -325,6 +325,7 @@ fn provider_error(script: Vec<Reply>) -> (ProviderError, usize) {
             host: &mut host,
             journal: &mut journal,
             grants: &mut cordon_agent::NoGrants,
+            custom: &mut cordon_agent::NoCustomTools,
         },
     )
     .expect_err("the provider fails");
@@ -419,6 +420,7 @@ fn openai_without_a_key_sends_no_authorization_and_says_how_to_add_one() {
             host: &mut host,
             journal: &mut journal,
             grants: &mut cordon_agent::NoGrants,
+            custom: &mut cordon_agent::NoCustomTools,
         },
     )
     .expect_err("refused");

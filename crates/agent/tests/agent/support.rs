@@ -179,6 +179,7 @@ pub fn run(
             host,
             journal,
             grants: &mut NoGrants,
+            custom: &mut cordon_agent::NoCustomTools,
         },
     )
     .expect("the loop runs")

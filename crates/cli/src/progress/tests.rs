@@ -67,6 +67,8 @@ fn history() -> Vec<Record> {
                 attempt: Attempt::FIRST,
                 max_attempts: 3,
                 prompt: None,
+                kind: cordon_protocol::event::RunKind::Steps,
+                outcome: None,
             },
         ),
         record(

@@ -109,6 +109,7 @@ impl Executor for SandboxExecutor {
             config.tmp_size = size;
         }
         config.caps = spec.caps;
+        config.workspace_read_only = spec.workspace_read_only;
         config.git_mutations = if spec.allow_git_mutations {
             GitMutations::Allow
         } else {

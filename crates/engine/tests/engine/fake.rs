@@ -40,6 +40,8 @@ pub struct Opened {
     pub purpose: Purpose,
     pub env: Vec<(String, String)>,
     pub network: cordon_pipeline::Network,
+    pub grants: Vec<String>,
+    pub read_only: bool,
 }
 
 /// Commands are the last argv element (the `sh -c` text); `(command, attempt)` wins over
@@ -92,6 +94,8 @@ impl Executor for FakeExecutor {
             purpose: spec.purpose,
             env: spec.env.clone(),
             network: spec.network.clone(),
+            grants: spec.grants.clone(),
+            read_only: spec.workspace_read_only,
         });
         Ok(Box::new(FakeSession {
             workspace: self.workspace.clone(),

@@ -7,6 +7,7 @@ mod commit;
 mod crash;
 mod fake;
 mod harness;
+mod outcome;
 mod reference;
 mod resources;
 mod routing;

@@ -56,7 +56,7 @@ pub(crate) fn resolve(
                 );
                 return None;
             }
-            StepName::parse(target)
+            StepName::parse_written(target)
                 .ok()
                 .map(|step| Route::Goto { step, retry })
         }

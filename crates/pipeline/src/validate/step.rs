@@ -190,7 +190,7 @@ fn step(
     let fields = decode::fields(out, node, &keys::STEP)?;
     let name = fields.get("name").and_then(|n| {
         let text = decode::string(out, n, "name")?;
-        match StepName::parse(&text) {
+        match StepName::parse_written(&text) {
             Ok(name) => Some(name),
             Err(err) => {
                 out.error(n.at, err.to_string());
@@ -221,7 +221,7 @@ fn step(
             None
         }
         [(kind, _)] => match *kind {
-            "agent" => agent_step(out, &fields, &label, cx, loaded, agents),
+            "agent" => agent_step(out, &fields, &label, cx, loaded, agents, false),
             "command" => command_step(out, &fields, &label, cx),
             _ => action_step(out, &fields, &label),
         },
@@ -264,13 +264,16 @@ fn refuse_keys(
     ok
 }
 
-fn agent_step(
+/// An agent step's keys; `phase`: an outcome phase, whose task message cordon writes (so no
+/// `prompt` is needed).
+pub(crate) fn agent_step(
     out: &mut FileSink<'_>,
     fields: &Fields<'_>,
     label: &str,
     cx: &Context<'_>,
     loaded: &mut BTreeMap<AgentName, Option<Agent>>,
     agents: &mut AgentLoader<'_>,
+    phase: bool,
 ) -> Option<StepKind> {
     let mut ok = refuse_keys(out, fields, &["params", "model_lane"], |key| {
         format!("`{key}` does not apply to agent {label}; remove it")
@@ -308,7 +311,7 @@ fn agent_step(
     let prompt = fields
         .get("prompt")
         .map(|n| decode::string(out, n, "prompt"));
-    if prompt.is_none() {
+    if prompt.is_none() && !phase {
         out.warning(
             agent_node.at,
             format!(
@@ -378,7 +381,7 @@ fn verdicts(out: &mut FileSink<'_>, node: &Node) -> Option<Verdicts> {
     Some(Verdicts { pass, fail })
 }
 
-fn command_step(
+pub(crate) fn command_step(
     out: &mut FileSink<'_>,
     fields: &Fields<'_>,
     label: &str,

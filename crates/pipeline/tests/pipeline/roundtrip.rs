@@ -529,6 +529,7 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                     input: f64::from(attempts) * 1.5,
                     output: 15.0,
                 }),
+                outcome: None,
                 isolation,
                 network,
                 secrets,

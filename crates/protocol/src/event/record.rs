@@ -47,9 +47,19 @@ struct OwnedLine {
 }
 
 impl Record {
-    /// The one-line JSON form, keys in the contract's order.
+    /// The one-line JSON form, keys in the contract's order. The events of an outcome run's
+    /// phase steps (`t1.execute`) carry their task as `data.task` (DESIGN §13), first, unless
+    /// the event has a `task` of its own.
     pub fn to_json_line(&self) -> String {
-        let data_text = self.event.data_json();
+        let mut data_text = self.event.data_json();
+        if let Some((task, _)) = self.step.as_ref().and_then(StepName::task)
+            && !self.event.has_task()
+            && let Some(rest) = data_text.strip_prefix('{')
+        {
+            let task = serde_json::to_string(task).unwrap_or_default();
+            let comma = if rest.starts_with('}') { "" } else { "," };
+            data_text = format!("{{\"task\":{task}{comma}{rest}");
+        }
         let null = serde_json::value::RawValue::NULL;
         let raw = serde_json::value::RawValue::from_string(data_text).ok();
         let data = raw.as_deref().unwrap_or(null);
@@ -66,7 +76,17 @@ impl Record {
 
     /// Parses a line [`Record::to_json_line`] wrote.
     pub fn from_json_line(text: &str) -> Result<Record, RecordError> {
-        let line: OwnedLine = serde_json::from_str(text)?;
+        let mut line: OwnedLine = serde_json::from_str(text)?;
+        // The task of a phase step's event is its step's, added on the way out.
+        if line.step.as_ref().and_then(StepName::task).is_some()
+            && let serde_json::Value::Object(data) = &mut line.data
+            && !matches!(
+                line.kind.as_str(),
+                "task.state" | "policy.grant" | "policy.refuse"
+            )
+        {
+            data.remove("task");
+        }
         let event = Event::from_parts(&line.kind, &line.data.to_string())?;
         Ok(Record {
             run: line.run,

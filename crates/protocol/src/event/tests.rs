@@ -80,6 +80,8 @@ fn every_kind() -> Vec<Event> {
             attempt: Attempt::FIRST,
             max_attempts: 3,
             prompt: None,
+            kind: RunKind::Outcome,
+            outcome: Some("Add a --json flag.".into()),
         },
         Event::RunResumed {
             attempt: Attempt::FIRST,
@@ -136,10 +138,12 @@ fn every_kind() -> Vec<Event> {
         Event::PolicyGrant {
             domain: "d".into(),
             reason: "r".into(),
+            task: None,
         },
         Event::PolicyRefuse {
             domain: "d".into(),
             reason: "r".into(),
+            task: Some("t1".into()),
         },
         Event::LlmRequest {
             model: "m".into(),
@@ -184,6 +188,23 @@ fn every_kind() -> Vec<Event> {
             files_omitted: Some(3),
         },
         Event::EgressDropped { count: 5 },
+        Event::TasksPlanned {
+            tasks: vec![PlannedTask {
+                id: "t1".into(),
+                title: "Parse".into(),
+                depends_on: vec!["t0".into()],
+                description: "d".into(),
+                acceptance: vec!["a".into()],
+                verify: vec!["make test".into()],
+            }],
+        },
+        Event::TaskState {
+            task: "t1".into(),
+            state: TaskPhase::Executing,
+            revision: 1,
+            replan: 0,
+            reason: Some("verify failed".into()),
+        },
         Event::ResourcesSample {
             memory_bytes: Some(1),
             disk_percent: None,
@@ -205,14 +226,63 @@ fn every_event_type_survives_its_stored_form() {
     kinds.dedup();
     assert_eq!(
         kinds.len(),
-        28,
-        "Appendix A lists 26 event types, Appendix B adds egress.dropped and budget.exhausted"
+        30,
+        "Appendix A lists 26 event types; Appendix B adds egress.dropped, budget.exhausted, \
+         tasks.planned and task.state (and run.interrupted, left out here)"
     );
     for event in events {
         let back = Event::from_parts(event.kind(), &event.data_json())
             .unwrap_or_else(|e| panic!("{}: {e}", event.kind()));
         assert_eq!(back, event);
     }
+}
+
+#[test]
+fn the_events_of_a_phase_step_carry_their_task() {
+    let record = |step_name: &str, event: Event| Record {
+        run: RunId::from_parts(1_769_860_800_123, 7),
+        seq: 3,
+        ts: Timestamp(1_769_860_800_123),
+        step: Some(step(step_name)),
+        event,
+    };
+    let started = record(
+        "t1.execute",
+        Event::StepStarted {
+            attempt: Attempt::FIRST,
+        },
+    );
+    let line = started.to_json_line();
+    assert!(
+        line.ends_with(r#""step":"t1.execute","data":{"task":"t1","attempt":1}}"#),
+        "{line}"
+    );
+    assert_eq!(Record::from_json_line(&line).expect("parse"), started);
+    let empty = record("t1.verify", Event::EgressDropped { count: 1 });
+    assert_eq!(
+        Record::from_json_line(&empty.to_json_line()).expect("parse"),
+        empty
+    );
+    // An event with a task of its own keeps it, and gets no second one.
+    let grant = record(
+        "t1.plan",
+        Event::PolicyGrant {
+            domain: "example.com".into(),
+            reason: "r".into(),
+            task: Some("t1".into()),
+        },
+    );
+    let line = grant.to_json_line();
+    assert_eq!(line.matches("\"task\"").count(), 1, "{line}");
+    assert_eq!(Record::from_json_line(&line).expect("parse"), grant);
+    // A step of a steps run gets none.
+    let plain = record(
+        "dev",
+        Event::StepStarted {
+            attempt: Attempt::FIRST,
+        },
+    );
+    assert!(!plain.to_json_line().contains("task"));
 }
 
 #[test]

@@ -103,6 +103,7 @@ fn layout() -> Layout {
             },
             kind: Kind::Dir,
         },
+        workspace_read_only: false,
         git: None,
         submodules: Vec::new(),
         git_mutations: GitMutations::Deny,

@@ -64,6 +64,8 @@ impl Fixture {
             attempt: Attempt::FIRST,
             max_attempts: 3,
             prompt: None,
+            kind: cordon_protocol::event::RunKind::Steps,
+            outcome: None,
         };
         self.store.append(id, None, &started).expect("append");
         id

@@ -1,0 +1,521 @@
+//! Driving an outcome run (DESIGN §13): the outcome scheduler's actions carried out with the
+//! same attempt machinery as a steps run, so every phase is a step execution (`decompose`,
+//! `<task>.<phase>`) with its session, events, egress attribution, console, transcript and diff.
+
+use std::cell::RefCell;
+
+use cordon_agent::CustomTools;
+use cordon_pipeline::{
+    AgentStep, CommandSpec, CommandStep, Network, OutcomeCommit, OutcomeSpec, Route, Sandboxed,
+    Step, StepKind, Timeout,
+};
+use cordon_protocol::event::{Outcome, OutputStream, Verdict};
+use cordon_protocol::{Attempt, Event, StepName};
+
+use super::{Ending, Engine, Failure, argv};
+use crate::EngineError;
+use crate::agent::AgentVerdict;
+use crate::executor::Purpose;
+use crate::outcome::message::{self, Extra};
+use crate::outcome::schedule::{self, Next, REPLAN};
+use crate::outcome::state::DECOMPOSE;
+use crate::outcome::submit::{SubmitPlan, SubmitTasks};
+use crate::output::OutputBudget;
+
+/// The timeout of a verify command a model gave (a task's or a plan's), which has none of its
+/// own; the run's wall clock bounds it further.
+const MODEL_VERIFY_TIMEOUT: u64 = 600;
+/// The most bytes of a phase's final message kept as its findings (scrutinize, validate).
+const MAX_FINDINGS: usize = 8 << 10;
+
+/// Which phase an attempt is, and the engine's own tools it gets.
+pub(crate) struct PhaseRun {
+    kind: PhaseKind,
+    tasks: Option<RefCell<SubmitTasks>>,
+    plan: Option<RefCell<SubmitPlan>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PhaseKind {
+    Decompose,
+    Plan,
+    Execute,
+    Scrutinize,
+    Validate,
+}
+
+impl PhaseRun {
+    /// The tools the phase's agent gets besides its agent file's.
+    pub(crate) fn custom(&self) -> Option<&RefCell<dyn CustomTools>> {
+        match (&self.tasks, &self.plan) {
+            (Some(tasks), _) => Some(tasks as &RefCell<dyn CustomTools>),
+            (None, Some(plan)) => Some(plan as &RefCell<dyn CustomTools>),
+            (None, None) => None,
+        }
+    }
+
+    /// The phase's verdict from how its agent ended: decompose and plan pass once something
+    /// was accepted; scrutinize keeps its report as the findings; validate reads
+    /// `VERDICT: ACCEPT | REVISE | REPLAN`.
+    pub(crate) fn judge(
+        &self,
+        result: Result<AgentVerdict, String>,
+    ) -> Result<AgentVerdict, String> {
+        let ended = match &result {
+            Ok(verdict) if verdict.verdict == Verdict::Fail => verdict.reason.clone(),
+            Ok(_) => None,
+            Err(message) => Some(message.clone()),
+        };
+        let text = result
+            .as_ref()
+            .ok()
+            .and_then(|v| v.text.clone())
+            .unwrap_or_default();
+        let submitted = |tool: &str, accepted: bool| {
+            if accepted {
+                Ok(AgentVerdict::pass())
+            } else {
+                let mut reason = format!("it ended without an accepted `{tool}` call");
+                if let Some(ended) = &ended {
+                    reason.push_str(&format!(" ({ended})"));
+                }
+                Ok(AgentVerdict::fail(reason))
+            }
+        };
+        match self.kind {
+            PhaseKind::Decompose => submitted(
+                "submit_tasks",
+                self.tasks
+                    .as_ref()
+                    .is_some_and(|t| t.borrow().accepted.is_some()),
+            ),
+            PhaseKind::Plan => submitted(
+                "submit_plan",
+                self.plan
+                    .as_ref()
+                    .is_some_and(|p| p.borrow().accepted.is_some()),
+            ),
+            PhaseKind::Execute => result,
+            PhaseKind::Scrutinize => match ended {
+                Some(_) => result,
+                None => Ok(AgentVerdict {
+                    reason: Some(bounded(&text)),
+                    ..AgentVerdict::pass()
+                }),
+            },
+            PhaseKind::Validate => {
+                if let Some(ended) = ended {
+                    return Ok(AgentVerdict::fail(format!(
+                        "REVISE: the validator did not finish: {ended}"
+                    )));
+                }
+                let findings = bounded(&text);
+                Ok(match cordon_agent::verdict::last_keyword(&text) {
+                    Some("ACCEPT") => AgentVerdict::pass(),
+                    Some("REPLAN") => AgentVerdict::fail(format!("{REPLAN}: {findings}")),
+                    Some("REVISE") => AgentVerdict::fail(format!("REVISE: {findings}")),
+                    Some(other) => AgentVerdict::fail(format!(
+                        "REVISE: the validator's last verdict line is `VERDICT: {}`, which is \
+                         not ACCEPT, REVISE or REPLAN: {findings}",
+                        cordon_protocol::text::escape_line(other)
+                    )),
+                    None => AgentVerdict::fail(format!(
+                        "REVISE: the validator ended without a `VERDICT: ACCEPT|REVISE|REPLAN` \
+                         line: {findings}"
+                    )),
+                })
+            }
+        }
+    }
+}
+
+/// `text` cut to [`MAX_FINDINGS`] bytes at a character boundary.
+fn bounded(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= MAX_FINDINGS {
+        return text.to_owned();
+    }
+    let mut cut = MAX_FINDINGS;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n[cordon: {} more bytes]",
+        &text[..cut],
+        text.len() - cut
+    )
+}
+
+impl Engine<'_> {
+    /// Runs an outcome run's actions until it finishes or an observer stops it.
+    pub(super) fn drive_outcome(&mut self, spec: &OutcomeSpec) -> Result<Ending, EngineError> {
+        loop {
+            if let Some(outcome) = self.state.outcome {
+                return Ok(Ending::Finished(outcome));
+            }
+            let next = schedule::next(&self.tasks, spec, self.state.max_attempts.max(1));
+            let result = match next {
+                Next::Decompose { attempt, rerun } => self.decompose(spec, attempt, rerun),
+                Next::Phase {
+                    task,
+                    phase,
+                    attempt,
+                    rerun,
+                } => self.phase(spec, &task, phase, attempt, rerun),
+                Next::Move {
+                    task,
+                    state,
+                    revision,
+                    replan,
+                    reason,
+                } => self
+                    .append(
+                        None,
+                        Event::TaskState {
+                            task,
+                            state,
+                            revision,
+                            replan,
+                            reason,
+                        },
+                    )
+                    .map(|_| ()),
+                Next::Accept { task } => self.accept(spec, &task),
+                Next::CommitEnd => self.commit_end(),
+                Next::Finish { outcome, reason } => self
+                    .append(None, Event::RunFinished { outcome, reason })
+                    .map(|_| ()),
+            };
+            match result {
+                Ok(()) => {}
+                Err(Failure::Stop) => return Ok(Ending::Stopped),
+                Err(Failure::Error(err)) => return Err(err),
+            }
+        }
+    }
+
+    fn decompose(
+        &mut self,
+        spec: &OutcomeSpec,
+        attempt: Attempt,
+        rerun: bool,
+    ) -> Result<(), Failure> {
+        let Ok(name) = StepName::parse(DECOMPOSE) else {
+            return Ok(());
+        };
+        let outcome = self.tasks.outcome.clone().unwrap_or_default();
+        let text = message::decompose(&outcome, spec);
+        let step = phase_step(name, &spec.decompose, text);
+        let run = PhaseRun {
+            kind: PhaseKind::Decompose,
+            tasks: Some(RefCell::new(SubmitTasks {
+                max_tasks: spec.max_tasks,
+                accepted: None,
+            })),
+            plan: None,
+        };
+        self.run_phase(&step, attempt, rerun, run)
+    }
+
+    fn phase(
+        &mut self,
+        spec: &OutcomeSpec,
+        task: &str,
+        phase: &'static str,
+        attempt: Attempt,
+        rerun: bool,
+    ) -> Result<(), Failure> {
+        let (Some(planned), Some(progress), Some(name)) = (
+            self.tasks.task(task).cloned(),
+            self.tasks.progress.get(task).cloned(),
+            StepName::task_phase(task, phase),
+        ) else {
+            return Ok(());
+        };
+        if phase == "verify" {
+            self.check_budget()?;
+            if rerun {
+                self.answer_open_calls(
+                    &name,
+                    "interrupted: cordon stopped before this call returned",
+                )?;
+            }
+            let mut commands: Vec<CommandStep> = spec.verify.clone();
+            let plan_verify = progress
+                .plan
+                .as_ref()
+                .map(|p| p.verify.clone())
+                .unwrap_or_default();
+            commands.extend(
+                planned
+                    .verify
+                    .iter()
+                    .chain(&plan_verify)
+                    .map(|text| model_command(text)),
+            );
+            return self.verify(&name, attempt, &commands);
+        }
+        let (kind, agent) = match phase {
+            "plan" => (PhaseKind::Plan, &spec.plan),
+            "execute" => (PhaseKind::Execute, &spec.execute),
+            "scrutinize" => (PhaseKind::Scrutinize, &spec.scrutinize),
+            _ => (PhaseKind::Validate, &spec.validate),
+        };
+        let diff_text = match (kind, progress.diff) {
+            (PhaseKind::Scrutinize | PhaseKind::Validate, Some(blob)) => self
+                .cx
+                .store
+                .blob(blob)?
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+            _ => None,
+        };
+        let outcome = self.tasks.outcome.clone().unwrap_or_default();
+        let text = message::phase(
+            phase,
+            &outcome,
+            &planned,
+            &progress,
+            spec,
+            &Extra {
+                diff: diff_text.as_deref(),
+                per_task: spec.commit == OutcomeCommit::PerTask,
+            },
+        );
+        let step = phase_step(name, agent, text);
+        let takes_grants =
+            matches!(&spec.execute.sandbox.network, Network::Allowlist(list) if list.grants);
+        let run = PhaseRun {
+            kind,
+            tasks: None,
+            plan: (kind == PhaseKind::Plan).then(|| {
+                RefCell::new(SubmitPlan {
+                    task: task.to_owned(),
+                    grants: takes_grants,
+                    accepted: None,
+                })
+            }),
+        };
+        self.run_phase(&step, attempt, rerun, run)
+    }
+
+    /// One attempt of an agent phase with its own tools.
+    fn run_phase(
+        &mut self,
+        step: &Step,
+        attempt: Attempt,
+        rerun: bool,
+        run: PhaseRun,
+    ) -> Result<(), Failure> {
+        self.check_budget()?;
+        if rerun {
+            // Every tool call gets exactly one result, the interrupted attempt's included.
+            self.answer_open_calls(
+                &step.name,
+                "interrupted: cordon stopped before this call returned",
+            )?;
+        }
+        self.phase = Some(run);
+        let result = self.attempt(step, attempt);
+        self.phase = None;
+        result
+    }
+
+    /// A task's verify: its commands in order, each in its own session, until one fails.
+    fn verify(
+        &mut self,
+        name: &StepName,
+        attempt: Attempt,
+        commands: &[CommandStep],
+    ) -> Result<(), Failure> {
+        self.budget = OutputBudget::new(self.cx.pipeline.isolation.output_limit_bytes());
+        let steps: Vec<Step> = commands
+            .iter()
+            .map(|command| Step {
+                name: name.clone(),
+                kind: StepKind::Command(command.clone()),
+                on_pass: Route::Success,
+                on_fail: Route::Failure,
+            })
+            .collect();
+        // Setup hooks first, each cached by its stamp, as a step's hook runs before it starts.
+        for step in &steps {
+            if let Some(setup) = step.kind.sandbox().and_then(|s| s.setup.as_ref())
+                && !self.setup(step, setup, attempt)?
+            {
+                return Ok(());
+            }
+        }
+        self.append(Some(name), Event::StepStarted { attempt })?;
+        let mut verdict = Verdict::Pass;
+        let mut exit_code = None;
+        let mut reason = None;
+        for step in &steps {
+            let StepKind::Command(command) = &step.kind else {
+                continue;
+            };
+            let shown = message::shown(&command.command);
+            self.append(
+                Some(name),
+                Event::StepOutput {
+                    stream: OutputStream::Stdout,
+                    text: format!("$ {shown}\n"),
+                },
+            )?;
+            let spec = self.spec(step, attempt, Purpose::Step);
+            let argv = argv(&command.command);
+            let monitor = self.guard.as_ref().map(|guard| {
+                std::rc::Rc::new(RefCell::new(crate::resources::Monitor::new(guard.limits)))
+            });
+            let ran = self.session_command(name, &spec, &argv, monitor.as_ref())?;
+            let exhausted = monitor.and_then(|m| m.borrow().exhausted().map(str::to_owned));
+            let failed = match (ran, exhausted) {
+                (_, Some(why)) => Some((None, format!("`{shown}`: {why}"))),
+                (Ok(result), None) if result.exit_code == 0 => None,
+                (Ok(result), None) if result.timed_out => Some((
+                    Some(result.exit_code),
+                    format!(
+                        "`{shown}` timed out after {} s",
+                        spec.timeout.map_or(0, |t| t.as_secs())
+                    ),
+                )),
+                (Ok(result), None) => Some((
+                    Some(result.exit_code),
+                    format!("`{shown}` exited with status {}", result.exit_code),
+                )),
+                (Err(message), None) => Some((None, format!("`{shown}` could not run: {message}"))),
+            };
+            if let Some((code, why)) = failed {
+                verdict = Verdict::Fail;
+                exit_code = code;
+                reason = Some(self.cx.secrets.scrub(&why));
+                break;
+            }
+        }
+        self.check_budget()?;
+        let diff = self.diff_blob()?;
+        let omitted = self.budget.omitted();
+        self.append(
+            Some(name),
+            Event::StepFinished {
+                attempt,
+                verdict,
+                exit_code,
+                reason,
+                diff,
+                output_omitted_bytes: (omitted > 0).then_some(omitted),
+            },
+        )?;
+        Ok(())
+    }
+
+    /// The validator accepted `task`: with `commit: per_task` its work is committed (message
+    /// `<id>: <title>`, trailers `Cordon-Run` and `Cordon-Task`), then the task is done.
+    fn accept(&mut self, spec: &OutcomeSpec, task: &str) -> Result<(), Failure> {
+        let Some(planned) = self.tasks.task(task).cloned() else {
+            return Ok(());
+        };
+        let progress = self.tasks.progress.get(task).cloned().unwrap_or_default();
+        let (revision, replan) = (progress.revision, progress.replan);
+        let mut reason = None;
+        if spec.commit == OutcomeCommit::PerTask {
+            let message = format!(
+                "{}: {}",
+                planned.id,
+                cordon_protocol::text::escape_line(&planned.title)
+            );
+            let trailer = format!("Cordon-Run: {}\nCordon-Task: {}", self.cx.run, planned.id);
+            let step = StepName::task_phase(task, "validate");
+            let (verdict, _, why) = self.commit_for(step.as_ref(), &message, &trailer)?;
+            if verdict == Verdict::Fail {
+                return self
+                    .append(
+                        None,
+                        Event::TaskState {
+                            task: task.to_owned(),
+                            state: cordon_protocol::event::TaskPhase::Failed,
+                            revision,
+                            replan,
+                            reason: Some(format!(
+                                "accepted, but its commit failed: {}",
+                                why.unwrap_or_default()
+                            )),
+                        },
+                    )
+                    .map(|_| ());
+            }
+            reason = why;
+        }
+        self.append(
+            None,
+            Event::TaskState {
+                task: task.to_owned(),
+                state: cordon_protocol::event::TaskPhase::Done,
+                revision,
+                replan,
+                reason,
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// `commit: end`: one commit of the whole run once every task is done, then the run ends.
+    fn commit_end(&mut self) -> Result<(), Failure> {
+        let outcome = self.tasks.outcome.clone().unwrap_or_default();
+        let first = outcome.lines().next().unwrap_or_default();
+        let mut title: String = cordon_protocol::text::escape_line(first)
+            .chars()
+            .take(72)
+            .collect();
+        if title.trim().is_empty() {
+            title = format!("cordon: {}", self.cx.pipeline.name);
+        }
+        let trailer = format!("Cordon-Run: {}", self.cx.run);
+        let (verdict, _, why) = self.commit_for(None, &title, &trailer)?;
+        let (outcome, reason) = match verdict {
+            Verdict::Pass => (Outcome::Success, "every task is done".to_owned()),
+            Verdict::Fail => (
+                Outcome::Failure,
+                format!(
+                    "every task is done, but the run's commit failed: {}",
+                    why.unwrap_or_default()
+                ),
+            ),
+        };
+        self.append(None, Event::RunFinished { outcome, reason })
+            .map(|_| ())
+    }
+}
+
+/// The step of one phase attempt: the phase's agent step with cordon's message in front of
+/// the phase's own `prompt`.
+fn phase_step(name: StepName, agent: &AgentStep, text: String) -> Step {
+    let prompt = match &agent.prompt {
+        Some(own) => format!("{text}\n{own}"),
+        None => text,
+    };
+    Step {
+        name,
+        kind: StepKind::Agent(AgentStep {
+            prompt: Some(prompt),
+            ..agent.clone()
+        }),
+        on_pass: Route::Success,
+        on_fail: Route::Failure,
+    }
+}
+
+/// A verify command a model gave: a shell command, offline, with a default timeout.
+fn model_command(text: &str) -> CommandStep {
+    CommandStep {
+        command: CommandSpec::Shell(text.to_owned()),
+        model_lane: false,
+        sandbox: Sandboxed {
+            network: Network::None,
+            setup: None,
+            secrets: Vec::new(),
+            env: Default::default(),
+            timeout: std::num::NonZeroU64::new(MODEL_VERIFY_TIMEOUT).map(Timeout),
+            produces: Vec::new(),
+        },
+    }
+}

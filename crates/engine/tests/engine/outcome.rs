@@ -1,0 +1,689 @@
+//! Outcome runs (DESIGN §13) with a scripted model that plays the five roles through the
+//! engine's own tools: invalid then valid graphs, a verify failure followed by a revision,
+//! REVISE and REPLAN, budgets, a failed task with a skipped dependent beside an independent
+//! task that finishes, grants requested in a plan inside and outside the bounds, per-task
+//! commits, and a crash after every event converging to the same result.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cordon_agent::{CustomContext, GrantDecision, Grants, Journal};
+use cordon_egress::Pattern;
+use cordon_engine::{
+    AgentDriver, AgentTask, AgentVerdict, Control, DriverError, Ending, Engine, StepSession,
+    TaskFold,
+};
+use cordon_protocol::event::{LlmSource, Outcome, TaskPhase};
+use cordon_protocol::{Event, Record};
+use serde_json::{Value, json};
+
+use crate::fake::{Behaviour, fails};
+use crate::harness::Harness;
+
+const PIPELINE: &str = "name: outcome
+llm: {provider: replay, transcript: t.jsonl}
+outcome:
+  decompose: planner
+  plan: planner
+  execute: {agent: dev, network: {allow: [], grants: true}}
+  scrutinize: critic
+  validate: {agent: critic, prompt: Be strict.}
+  verify: [lint]
+  max_revisions: 2
+  max_replans: 1
+  commit: none
+";
+
+const OUTCOME: &str = "Add a --json flag to the report command.";
+
+fn pipeline(yaml: &str) -> cordon_pipeline::Pipeline {
+    let files: BTreeMap<PathBuf, String> = ["planner", "dev", "critic"]
+        .into_iter()
+        .map(|name| {
+            (
+                PathBuf::from(format!("agents/{name}.agent.md")),
+                format!("---\nname: {name}\n---\nYou are the {name}.\n"),
+            )
+        })
+        .collect();
+    match cordon_pipeline::load_str("pipeline.yaml", yaml, std::path::Path::new(""), &files) {
+        Ok(loaded) => loaded.pipeline,
+        Err(diagnostics) => panic!("the test pipeline is invalid: {diagnostics:?}"),
+    }
+}
+
+/// The operator's `[grants]` bounds of these tests: `*.example.com` only.
+struct Bounds;
+
+impl Grants for Bounds {
+    fn request(&mut self, pattern: &Pattern, _reason: &str) -> GrantDecision {
+        if pattern.to_string().ends_with(".example.com") {
+            GrantDecision::Granted
+        } else {
+            GrantDecision::Refused("outside the operator's `[grants]` bounds".to_owned())
+        }
+    }
+}
+
+/// The five roles, scripted by (step, attempt) only, so a resumed run is answered exactly as
+/// the first was.
+#[derive(Default)]
+struct Roles {
+    workspace: PathBuf,
+    /// The engine-tool calls (`submit_tasks` / `submit_plan` arguments) of an attempt.
+    calls: BTreeMap<(String, u32), Vec<Value>>,
+    /// Files an attempt writes into the workspace.
+    writes: BTreeMap<(String, u32), Vec<(String, String)>>,
+    /// The final message of an attempt (default `done`).
+    texts: BTreeMap<(String, u32), String>,
+    /// What every attempt was told (step, attempt, its prompt) and what the tools answered.
+    seen: Vec<(String, u32, String)>,
+    answers: Vec<String>,
+    /// Tokens each attempt's one model call reports.
+    tokens: u64,
+}
+
+impl Roles {
+    fn call(mut self, step: &str, attempt: u32, arguments: Value) -> Roles {
+        self.calls
+            .entry((step.to_owned(), attempt))
+            .or_default()
+            .push(arguments);
+        self
+    }
+
+    fn write(mut self, step: &str, attempt: u32, path: &str, content: &str) -> Roles {
+        self.writes
+            .entry((step.to_owned(), attempt))
+            .or_default()
+            .push((path.to_owned(), content.to_owned()));
+        self
+    }
+
+    fn say(mut self, step: &str, attempt: u32, text: &str) -> Roles {
+        self.texts
+            .insert((step.to_owned(), attempt), text.to_owned());
+        self
+    }
+
+    fn prompt_of(&self, step: &str, attempt: u32) -> &str {
+        self.seen
+            .iter()
+            .rev()
+            .find(|(s, a, _)| s == step && *a == attempt)
+            .map_or("", |(_, _, p)| p.as_str())
+    }
+}
+
+impl AgentDriver for Roles {
+    fn run(
+        &mut self,
+        task: &AgentTask<'_>,
+        _session: &mut dyn StepSession,
+        journal: &mut dyn Journal,
+    ) -> Result<AgentVerdict, DriverError> {
+        let step = task.step.name.to_string();
+        let attempt = task.attempt.get();
+        self.seen.push((
+            step.clone(),
+            attempt,
+            task.agent.prompt.clone().unwrap_or_default(),
+        ));
+        journal
+            .event(Event::LlmRequest {
+                model: "m".into(),
+                source: LlmSource::Agent,
+                task: None,
+            })
+            .map_err(DriverError::Journal)?;
+        journal
+            .event(Event::LlmResponse {
+                model: "m".into(),
+                input_tokens: self.tokens,
+                output_tokens: 0,
+                latency_ms: 1,
+                source: LlmSource::Agent,
+                estimated: None,
+            })
+            .map_err(DriverError::Journal)?;
+        let name = if step == "decompose" {
+            "submit_tasks"
+        } else {
+            "submit_plan"
+        };
+        let calls = self
+            .calls
+            .get(&(step.clone(), attempt))
+            .cloned()
+            .unwrap_or_default();
+        for (index, arguments) in calls.into_iter().enumerate() {
+            let id = format!("c{index}");
+            journal
+                .event(Event::ToolCall {
+                    id: id.clone(),
+                    name: name.into(),
+                    arguments: arguments.clone(),
+                })
+                .map_err(DriverError::Journal)?;
+            let tools = task.custom.expect("the phase offers its own tool");
+            let answer = tools
+                .borrow_mut()
+                .call(
+                    name,
+                    &arguments.to_string(),
+                    CustomContext {
+                        journal: &mut *journal,
+                        grants: &mut Bounds,
+                    },
+                )
+                .map_err(DriverError::Journal)?;
+            journal
+                .event(Event::ToolResult {
+                    id,
+                    ok: answer.ok,
+                    interrupted: None,
+                    output: answer.output.clone(),
+                })
+                .map_err(DriverError::Journal)?;
+            self.answers.push(answer.output);
+        }
+        for (path, content) in self
+            .writes
+            .get(&(step.clone(), attempt))
+            .cloned()
+            .unwrap_or_default()
+        {
+            std::fs::write(self.workspace.join(path), content).expect("write");
+        }
+        let text = self
+            .texts
+            .get(&(step, attempt))
+            .cloned()
+            .unwrap_or_else(|| "done".to_owned());
+        Ok(AgentVerdict {
+            text: Some(text),
+            ..AgentVerdict::pass()
+        })
+    }
+}
+
+/// Starts (when fresh) or resumes the outcome run and drives it; `stop_after`: stop once the log
+/// holds that many events, as if the process died there.
+fn drive(h: &mut Harness, roles: &mut Roles, stop_after: Option<u64>) -> Result<Ending, String> {
+    let fresh = h.records().is_empty();
+    let mut observer = |record: &Record| match stop_after {
+        Some(k) if record.seq >= k => Control::Stop,
+        _ => Control::Continue,
+    };
+    let cx = h.context(Some(roles));
+    let mut engine = Engine::new(cx, &mut observer).map_err(|e| e.to_string())?;
+    if fresh {
+        engine
+            .start_run(3, None, Some(OUTCOME.to_owned()))
+            .map_err(|e| e.to_string())?;
+        if stop_after.is_some_and(|k| k <= 1) {
+            return Ok(Ending::Stopped);
+        }
+    } else if !engine.state().is_finished() {
+        engine.resume(3).map_err(|e| e.to_string())?;
+    }
+    engine.drive().map_err(|e| e.to_string())
+}
+
+fn finish(h: &mut Harness, roles: &mut Roles) -> Outcome {
+    match drive(h, roles, None) {
+        Ok(Ending::Finished(outcome)) => outcome,
+        other => panic!("the run did not finish: {other:?}"),
+    }
+}
+
+fn tasks(h: &Harness) -> TaskFold {
+    TaskFold::replay(&h.records())
+}
+
+/// Each task's state, revisions and replans.
+fn summary(fold: &TaskFold) -> Vec<(String, TaskPhase, u32, u32)> {
+    fold.tasks
+        .iter()
+        .map(|t| {
+            let p = &fold.progress[&t.id];
+            (t.id.clone(), p.state, p.revision, p.replan)
+        })
+        .collect()
+}
+
+/// The phase steps in the order they finished, with their verdicts.
+fn phases(h: &Harness) -> Vec<String> {
+    crate::harness::trace(&h.records())
+        .into_iter()
+        .filter(|t| t.contains('@'))
+        .collect()
+}
+
+fn plan(steps: &[&str]) -> Value {
+    json!({"steps": steps})
+}
+
+/// The reference outcome: an invalid graph fixed in the same conversation; `t1` fails its first
+/// verify, is revised, then the validator asks for another revision before accepting; `t2`
+/// (after `t1`) is sent back to plan once; `t3` is independent.
+fn reference(workspace: PathBuf) -> Roles {
+    let invalid = json!({"tasks": [
+        {"id": "t1", "title": "Parse the flag", "depends_on": ["t2"]},
+        {"id": "t2", "title": "Print JSON", "depends_on": ["t1"]}
+    ]});
+    let valid = json!({"tasks": [
+        {"id": "t1", "title": "Parse the flag", "description": "Accept --json.", "acceptance": ["--json is accepted"], "verify": ["test-t1"]},
+        {"id": "t2", "title": "Print JSON", "depends_on": ["t1"], "verify": ["test-t2"]},
+        {"id": "t3", "title": "Document it"}
+    ]});
+    Roles {
+        workspace,
+        tokens: 10,
+        ..Roles::default()
+    }
+    .call("decompose", 1, invalid)
+    .call("decompose", 1, valid)
+    .call("t1.plan", 1, plan(&["edit the parser"]))
+    .write("t1.execute", 1, "flag.txt", "--json\n")
+    .say("t1.scrutinize", 1, "The flag is parsed but never tested.")
+    .say("t1.scrutinize", 2, "Looks right now.")
+    .say(
+        "t1.validate",
+        1,
+        "Needs a test for --json.\nVERDICT: REVISE",
+    )
+    .say("t1.validate", 2, "Good.\nVERDICT: ACCEPT")
+    .call("t2.plan", 1, plan(&["print everything"]))
+    .say(
+        "t2.validate",
+        1,
+        "The plan prints secrets.\nVERDICT: REPLAN",
+    )
+    .call("t2.plan", 2, plan(&["print only the report"]))
+    .say("t2.validate", 2, "VERDICT: ACCEPT")
+    .call("t3.plan", 1, plan(&["write docs"]))
+    .say("t3.validate", 1, "VERDICT: ACCEPT")
+}
+
+fn scripted(h: &mut Harness) {
+    h.fake.on(
+        "test-t1",
+        1,
+        Behaviour {
+            stdout: "1 test failed: --json unknown\n".into(),
+            ..fails(1, "assertion failed\n")
+        },
+    );
+}
+
+fn harness() -> Harness {
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline(PIPELINE);
+    scripted(&mut h);
+    h
+}
+
+#[test]
+fn an_outcome_goes_from_a_graph_through_every_phase_of_each_task() {
+    let mut h = harness();
+    let mut roles = reference(h.workspace.clone());
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
+    let fold = tasks(&h);
+    assert_eq!(
+        summary(&fold),
+        [
+            ("t1".to_owned(), TaskPhase::Done, 2, 0),
+            ("t2".to_owned(), TaskPhase::Done, 0, 1),
+            ("t3".to_owned(), TaskPhase::Done, 0, 0),
+        ]
+    );
+    assert_eq!(
+        phases(&h),
+        [
+            "decompose@1:pass",
+            "t1.plan@1:pass",
+            "t1.execute@1:pass",
+            "t1.scrutinize@1:pass",
+            "t1.verify@1:fail",
+            "t1.execute@2:pass",
+            "t1.scrutinize@2:pass",
+            "t1.verify@2:pass",
+            "t1.validate@1:fail",
+            "t1.execute@3:pass",
+            "t1.scrutinize@3:pass",
+            "t1.verify@3:pass",
+            "t1.validate@2:pass",
+            "t2.plan@1:pass",
+            "t2.execute@1:pass",
+            "t2.scrutinize@1:pass",
+            "t2.verify@1:pass",
+            "t2.validate@1:fail",
+            "t2.plan@2:pass",
+            "t2.execute@2:pass",
+            "t2.scrutinize@2:pass",
+            "t2.verify@2:pass",
+            "t2.validate@2:pass",
+            "t3.plan@1:pass",
+            "t3.execute@1:pass",
+            "t3.scrutinize@1:pass",
+            "t3.verify@1:pass",
+            "t3.validate@1:pass",
+        ]
+    );
+    // The invalid graph was answered with its problem in the same conversation.
+    assert!(
+        roles.answers[0].starts_with("error: `submit_tasks` was not accepted")
+            && roles.answers[0].contains("the dependencies form a cycle"),
+        "{:?}",
+        roles.answers[0]
+    );
+    assert!(roles.answers[1].starts_with("accepted 3 tasks: t1, t2, t3"));
+    assert!(roles.prompt_of("decompose", 1).contains(OUTCOME));
+    // Every phase's message holds the task; each adds what its phase works on.
+    for phase in ["plan", "execute", "scrutinize", "validate"] {
+        let prompt = roles.prompt_of(&format!("t1.{phase}"), 1);
+        assert!(
+            prompt.contains("## Task `t1`: Parse the flag")
+                && prompt.contains("Accept --json.")
+                && prompt.contains("- --json is accepted"),
+            "t1.{phase}: {prompt}"
+        );
+    }
+    let revision = roles.prompt_of("t1.execute", 2);
+    assert!(
+        revision.contains("## Revision 1: what to fix")
+            && revision.contains("verify failed: `test-t1` exited with status 1")
+            && revision.contains("1 test failed: --json unknown"),
+        "the revision got the verify output: {revision}"
+    );
+    assert!(
+        roles
+            .prompt_of("t1.execute", 1)
+            .contains("1. edit the parser")
+    );
+    let second = roles.prompt_of("t1.execute", 3);
+    assert!(
+        second.contains("## Revision 2") && second.contains("Needs a test for --json."),
+        "{second}"
+    );
+    // Validate 1 follows the second scrutinize (the first verify failed in between).
+    let validate = roles.prompt_of("t1.validate", 1);
+    assert!(
+        validate.contains("## The critic's findings\n\nLooks right now.")
+            && validate.contains("VERDICT: REPLAN")
+            && validate.ends_with("Be strict."),
+        "the validator got the critic's findings and its own prompt: {validate}"
+    );
+    let replan = roles.prompt_of("t2.plan", 2);
+    assert!(
+        replan.contains("replan 1") && replan.contains("The plan prints secrets."),
+        "{replan}"
+    );
+    // The first execute after a replan is no revision.
+    assert!(!roles.prompt_of("t2.execute", 2).contains("## Revision"));
+    // Every phase step's events carry the task; the scrutinize sessions were read-only.
+    for opened in &h.fake.opened {
+        assert_eq!(
+            opened.read_only,
+            opened.step.ends_with(".scrutinize"),
+            "{}",
+            opened.step
+        );
+    }
+    let line = h
+        .records()
+        .iter()
+        .find(|r| r.step.as_ref().is_some_and(|s| s.as_str() == "t2.verify"))
+        .expect("a t2.verify event")
+        .to_json_line();
+    assert!(line.contains(r#""data":{"task":"t2""#), "{line}");
+}
+
+#[test]
+fn a_failed_task_skips_its_dependents_and_an_independent_task_still_finishes() {
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline(&PIPELINE.replace("max_revisions: 2", "max_revisions: 0"));
+    scripted(&mut h);
+    let mut roles = reference(h.workspace.clone());
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
+    let fold = tasks(&h);
+    assert_eq!(
+        summary(&fold),
+        [
+            ("t1".to_owned(), TaskPhase::Failed, 0, 0),
+            ("t2".to_owned(), TaskPhase::Skipped, 0, 0),
+            ("t3".to_owned(), TaskPhase::Done, 0, 0),
+        ]
+    );
+    assert!(
+        fold.progress["t1"]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("`max_revisions` (0) is used up")),
+        "{:?}",
+        fold.progress["t1"].reason
+    );
+    assert_eq!(
+        fold.progress["t2"].reason.as_deref(),
+        Some("it depends on `t1`, which failed")
+    );
+    assert_eq!(
+        h.state().reason.as_deref(),
+        Some("failed: `t1`; skipped: `t2`")
+    );
+    assert!(
+        !phases(&h).iter().any(|p| p.starts_with("t2.")),
+        "a skipped task runs nothing"
+    );
+}
+
+#[test]
+fn grants_asked_for_in_a_plan_are_decided_at_once_and_scoped_to_the_task_across_resume() {
+    let mut h = harness();
+    let mut roles = reference(h.workspace.clone()).call(
+        "t1.plan",
+        1,
+        json!({"steps": ["fetch"], "egress": [
+            {"domain": "pkg.example.com", "reason": "the schema"},
+            {"domain": "collector.test", "reason": "telemetry"}
+        ]}),
+    );
+    // The first call of `t1.plan` attempt 1 has no egress; the script's second one asks.
+    // Stop right after t1's first verify started, then resume: the grant still applies to
+    // t1's execute after the revision.
+    let stop = {
+        let mut probe = harness();
+        let mut probe_roles = reference(probe.workspace.clone()).call(
+            "t1.plan",
+            1,
+            json!({"steps": ["fetch"], "egress": [
+                {"domain": "pkg.example.com", "reason": "the schema"},
+                {"domain": "collector.test", "reason": "telemetry"}
+            ]}),
+        );
+        finish(&mut probe, &mut probe_roles);
+        probe
+            .records()
+            .iter()
+            .find(|r| {
+                r.step.as_ref().is_some_and(|s| s.as_str() == "t1.verify")
+                    && matches!(r.event, Event::StepStarted { .. })
+            })
+            .expect("t1.verify started")
+            .seq
+    };
+    assert_eq!(drive(&mut h, &mut roles, Some(stop)), Ok(Ending::Stopped));
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
+    let answer = roles
+        .answers
+        .iter()
+        .find(|a| a.contains("granted"))
+        .expect("the plan's answer");
+    assert!(
+        answer.contains("granted pkg.example.com")
+            && answer.contains("refused collector.test: outside the operator's `[grants]` bounds"),
+        "{answer}"
+    );
+    let grants: Vec<(String, Option<String>)> = h
+        .records()
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::PolicyGrant { domain, task, .. } => Some((domain.clone(), task.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        grants,
+        [("pkg.example.com".to_owned(), Some("t1".to_owned()))]
+    );
+    assert!(h.records().iter().any(|r| matches!(
+        &r.event,
+        Event::PolicyRefuse { domain, task: Some(t), .. } if domain == "collector.test" && t == "t1"
+    )));
+    for opened in &h.fake.opened {
+        let expected: &[&str] = if opened.step == "t1.execute" {
+            &["pkg.example.com"]
+        } else {
+            &[]
+        };
+        assert_eq!(opened.grants, expected, "{}", opened.step);
+    }
+    assert_eq!(
+        h.fake
+            .opened
+            .iter()
+            .filter(|o| o.step == "t1.execute")
+            .count(),
+        3,
+        "every execute of t1 (after the resume too) had the grant"
+    );
+}
+
+#[test]
+fn a_plan_asking_for_egress_when_execute_takes_no_grants_is_told_so() {
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline(&PIPELINE.replace(
+        "execute: {agent: dev, network: {allow: [], grants: true}}",
+        "execute: dev",
+    ));
+    scripted(&mut h);
+    let mut roles = reference(h.workspace.clone()).call(
+        "t3.plan",
+        1,
+        json!({"steps": ["x"], "egress": [{"domain": "pkg.example.com", "reason": "r"}]}),
+    );
+    finish(&mut h, &mut roles);
+    assert!(
+        roles
+            .answers
+            .iter()
+            .any(|a| a
+                .contains("refused pkg.example.com: this task's execute phase takes no grants")),
+        "{:?}",
+        roles.answers
+    );
+    assert!(
+        !h.records()
+            .iter()
+            .any(|r| matches!(r.event, Event::PolicyGrant { .. }))
+    );
+}
+
+#[test]
+fn a_decompose_without_a_valid_graph_fails_the_run_after_its_attempts() {
+    let mut h = harness();
+    let mut roles = Roles {
+        workspace: h.workspace.clone(),
+        ..Roles::default()
+    }
+    .call("decompose", 1, json!({"tasks": []}));
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
+    assert_eq!(
+        phases(&h),
+        ["decompose@1:fail", "decompose@2:fail", "decompose@3:fail"]
+    );
+    let reason = h.state().reason.unwrap_or_default();
+    assert!(
+        reason.starts_with("decompose ended without a valid task graph in 3 attempts")
+            && reason.contains("it ended without an accepted `submit_tasks` call"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_budget_stops_the_outcome_run_resumably_and_a_higher_limit_finishes_it() {
+    let mut h = harness();
+    h.pipeline.budget.tokens = std::num::NonZeroU64::new(45);
+    let mut roles = reference(h.workspace.clone());
+    let stopped = drive(&mut h, &mut roles, None).expect_err("the budget stops the run");
+    assert!(
+        stopped.contains("budget exhausted: tokens 50 of 45"),
+        "{stopped}"
+    );
+    assert!(
+        h.records()
+            .iter()
+            .any(|r| matches!(r.event, Event::BudgetExhausted { .. }))
+    );
+    assert!(!h.state().is_finished(), "resumable");
+    h.overrides.tokens = std::num::NonZeroU64::new(10_000);
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
+    assert_eq!(
+        summary(&tasks(&h))
+            .iter()
+            .map(|(_, state, ..)| *state)
+            .collect::<Vec<_>>(),
+        [TaskPhase::Done; 3]
+    );
+}
+
+#[test]
+fn resume_after_any_event_of_an_outcome_run_converges_to_the_same_result() {
+    let mut reference_run = harness();
+    let mut roles = reference(reference_run.workspace.clone());
+    finish(&mut reference_run, &mut roles);
+    let expected = (phases(&reference_run), summary(&tasks(&reference_run)));
+    let total = reference_run.records().len() as u64;
+    assert!(
+        total > 100,
+        "long enough to be interesting ({total} events)"
+    );
+    for k in 1..=total {
+        let mut h = harness();
+        let mut roles = reference(h.workspace.clone());
+        assert_eq!(
+            drive(&mut h, &mut roles, Some(k)),
+            Ok(Ending::Stopped),
+            "k = {k}"
+        );
+        if k % 3 == 0 && k < total {
+            let _ = drive(&mut h, &mut roles, Some(k + 5));
+        }
+        assert_eq!(finish(&mut h, &mut roles), Outcome::Success, "k = {k}");
+        let fold = tasks(&h);
+        assert_eq!(
+            (phases(&h), summary(&fold)),
+            expected,
+            "after a crash at event {k}"
+        );
+        // Every tool call has exactly one result, and the sequence is contiguous.
+        let records = h.records();
+        let calls = records
+            .iter()
+            .filter(|r| r.event.kind() == "tool.call")
+            .count();
+        let results = records
+            .iter()
+            .filter(|r| r.event.kind() == "tool.result")
+            .count();
+        assert_eq!(calls, results, "k = {k}");
+        assert!(
+            records
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.seq == i as u64 + 1),
+            "k = {k}"
+        );
+    }
+}
