@@ -29,6 +29,9 @@ struct Cli {
 enum Command {
     /// Run a pipeline, resume a stopped run, or print the plan with --dry-run.
     Run(commands::run::Args),
+    /// Carry an outcome through a task graph: decompose, then plan, execute, scrutinize, verify
+    /// and validate each task (resume with `run --resume`).
+    Do(commands::run::DoArgs),
     /// Print a run's events (the most recent run by default).
     Logs(commands::logs::Args),
     /// Print the changes a run, or one step attempt, made to the workspace.
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
     };
     finish(match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Do(args) => commands::run::run_outcome(args),
         Command::Logs(args) => commands::logs::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Runs(args) => commands::runs::run(args),

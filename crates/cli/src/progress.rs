@@ -12,7 +12,7 @@ use std::io::{IsTerminal as _, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cordon_protocol::event::Verdict;
+use cordon_protocol::event::{RunKind, Verdict};
 use cordon_protocol::text::escape_line;
 use cordon_protocol::{Event, Record, RunId};
 use cordon_web::{Graph, ResourceSample, RunView, StepStatus, StepView};
@@ -272,11 +272,61 @@ fn name_width(view: &RunView) -> usize {
         .max(4)
 }
 
-/// The live block: one coloured line per step.
+/// The live block: one coloured line per step; for an outcome run, the task table and the
+/// steps running now.
 fn live_lines(view: &RunView, now: u64, frame: usize, memory_cap: Option<u64>) -> Vec<String> {
     let width = name_width(view);
+    let outcome = view.kind == RunKind::Outcome && !view.tasks.is_empty();
+    let mut lines = if outcome {
+        task_lines(view)
+    } else {
+        Vec::new()
+    };
+    lines.extend(step_lines(view, now, frame, memory_cap, width, outcome));
+    lines
+}
+
+/// An outcome run's task table (id, title, state, phase, revision, replans), a line per task.
+fn task_lines(view: &RunView) -> Vec<String> {
+    let id_width = view
+        .tasks
+        .iter()
+        .map(|t| t.id.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut lines = vec![format!(
+        "{:<id_width$}  {:<TITLE$}  {:<12}  {:<10}  {:>8}  {:>7}",
+        "task", "title", "state", "phase", "revision", "replans"
+    )];
+    for task in &view.tasks {
+        lines.push(format!(
+            "{:<id_width$}  {:<TITLE$}  {:<12}  {:<10}  {:>8}  {:>7}",
+            task.id,
+            cut(&escape_line(&task.title), TITLE),
+            task.state.as_str(),
+            task.phase().unwrap_or("-"),
+            task.revision,
+            task.replan
+        ));
+    }
+    lines
+}
+
+/// Characters of a task title in the task table.
+const TITLE: usize = 32;
+
+fn step_lines(
+    view: &RunView,
+    now: u64,
+    frame: usize,
+    memory_cap: Option<u64>,
+    width: usize,
+    only_open: bool,
+) -> Vec<String> {
     view.steps()
         .iter()
+        .filter(|step| !only_open || step.is_open())
         .map(|step| {
             let status = step.status(view.held);
             let (icon, colour) = match status {
@@ -357,7 +407,10 @@ fn plain_line(view: &RunView, record: &Record) -> Option<String> {
             if let Some(ms) = elapsed(step, record.ts.unix_millis()) {
                 line.push_str(&format!("  {}", duration(ms)));
             }
-            if let Some(detail) = failure(step) {
+            // A passed outcome phase's reason is its report (a critic's findings), shown as
+            // its final message below, not as a failure.
+            let report = status == StepStatus::Passed && step.name.task().is_some();
+            if let Some(detail) = failure(step).filter(|_| !report) {
                 line.push_str(&format!("  {detail}"));
             }
             Some(line)
@@ -556,6 +609,32 @@ fn notice(view: &RunView, record: &Record) -> Option<String> {
             Some(format!("{step:<width$}  warning: {}", first_line(message)))
         }
         Event::Error { message } => Some(format!("cordon: {}", first_line(message))),
+        Event::TasksPlanned { tasks } => Some(format!(
+            "planned {} task{}: {}",
+            tasks.len(),
+            if tasks.len() == 1 { "" } else { "s" },
+            tasks
+                .iter()
+                .map(|t| t.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Event::TaskState {
+            task,
+            state,
+            revision,
+            replan,
+            reason,
+        } => {
+            let mut line = format!("task {task}  {}", state.as_str());
+            if *revision > 0 || *replan > 0 {
+                line.push_str(&format!("  revision {revision}, replans {replan}"));
+            }
+            if let Some(reason) = reason {
+                line.push_str(&format!(": {}", first_line(reason)));
+            }
+            Some(line)
+        }
         _ => None,
     }
 }
@@ -564,8 +643,14 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
-/// The table printed when the run ends (or stops).
+/// The table printed when the run ends (or stops): per step, or for an outcome run per task.
 fn summary(view: &RunView, now: u64) -> String {
+    if view.kind == RunKind::Outcome && !view.tasks.is_empty() {
+        let mut out = task_lines(view).join("\n");
+        out.push('\n');
+        out.push_str(&run_line(view));
+        return out;
+    }
     let width = name_width(view);
     // Tokens only when a model was called: a pipeline of commands keeps its narrow table; cost
     // only when the pipeline has `llm.pricing`.
@@ -626,6 +711,14 @@ fn summary(view: &RunView, now: u64) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&run_line(view));
+    out
+}
+
+/// The last line of the summary: how the run ended, its time and what it used.
+fn run_line(view: &RunView) -> String {
+    let tokens = view.tokens_in + view.tokens_out > 0;
+    let priced = tokens && view.graph.pricing.is_some();
     // Only while a process held the run: a resumed run's time does not count the pause.
     let total = match (view.held_since.or(view.started), view.finished) {
         (Some(since), Some(end)) => format!(
@@ -666,11 +759,10 @@ fn summary(view: &RunView, now: u64) -> String {
             dollars(pricing.cost(view.tokens_in, view.tokens_out))
         ));
     }
-    out.push_str(&format!(
+    format!(
         "run {} {ending} (attempt {}{total}{used})\n",
         view.id, view.attempt
-    ));
-    out
+    )
 }
 
 /// `$0.0123`: US dollars to four decimals (a cent would hide a cheap model's calls).

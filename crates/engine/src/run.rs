@@ -131,6 +131,8 @@ pub struct Request<'a> {
     pub prompt: Option<String>,
     /// The budget limits instead of the pipeline's (`--budget-*`), for this process.
     pub budget: crate::budget::Overrides,
+    /// `cordon do "OUTCOME"`: the outcome a fresh outcome run carries out.
+    pub outcome: Option<String>,
     /// Loads the operator policy for a workspace (refused inside it).
     pub operator: &'a dyn Fn(&Path) -> Result<Operator, String>,
     /// The host environment: key variables, `SSL_CERT_FILE`, the user's git config location.
@@ -177,6 +179,8 @@ pub struct Ready {
     caches: Option<cordon_sandbox::cache::Opened>,
     /// The run's task (`--prompt`), for `run.started` of a fresh run.
     prompt: Option<String>,
+    /// An outcome run's outcome (`cordon do`), for `run.started` of a fresh run.
+    outcome: Option<String>,
     /// `--budget-*`: the limits instead of the pipeline's.
     budget: crate::budget::Overrides,
     begin: Begin,
@@ -519,11 +523,41 @@ fn with_run_prompt(pipeline: &mut Pipeline, prompt: Option<&str>) {
     }
 }
 
+/// Whether the run commits: a `commit` action, or an outcome that commits its tasks.
 fn has_commit(pipeline: &Pipeline) -> bool {
     pipeline
         .steps
         .iter()
         .any(|s| matches!(s.kind, StepKind::Action(Action::Commit { .. })))
+        || pipeline
+            .outcome
+            .as_ref()
+            .is_some_and(|o| o.commit != cordon_pipeline::OutcomeCommit::None)
+}
+
+/// The outcome a fresh run carries out: `cordon do`'s, which only an outcome pipeline takes
+/// (and always needs).
+fn outcome_of(
+    request: &Request<'_>,
+    pipeline: &Pipeline,
+    file: &Path,
+) -> Result<Option<String>, RunError> {
+    let given = request.outcome.clone().filter(|o| !o.trim().is_empty());
+    match (&pipeline.outcome, given) {
+        (Some(_), Some(outcome)) => Ok(Some(outcome)),
+        (Some(_), None) => Err(RunError::usage(format!(
+            "{} is an outcome pipeline (`outcome:`); start it with `cordon do \"OUTCOME\" \
+             --pipeline {}`",
+            file.display(),
+            file.display()
+        ))),
+        (None, Some(_)) => Err(RunError::usage(format!(
+            "{} has `steps`, not `outcome`; `cordon do` needs an outcome pipeline (`cordon init \
+             --outcome` writes one), or run this one with `cordon run`",
+            file.display()
+        ))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// The run's private directory in the state dir (the git baseline).
@@ -562,6 +596,7 @@ fn fresh(
     })?;
     let first = tooling::load(&view, &workspace_path, &pipeline_file, pipeline_arg)?;
     let prompt = request.prompt.clone().filter(|p| !p.trim().is_empty());
+    let outcome = outcome_of(request, &first.pipeline, pipeline_arg)?;
     crate::preflight(&first.pipeline)?;
     refuse_missing_layers()?;
     request
@@ -634,6 +669,7 @@ fn fresh(
         passed,
         caches,
         prompt,
+        outcome,
         budget: request.budget,
         begin: Begin::Fresh(max_attempts),
         row: Some((row, snapshot)),
@@ -695,6 +731,12 @@ fn resume(
     let state = RunState::replay(&records);
     // A run killed between its creation and `run.started` has no events: it starts afresh.
     let fresh = records.is_empty();
+    // An outcome run keeps its outcome; one that never started takes the one given now.
+    let outcome = if fresh {
+        outcome_of(request, &pipeline, &row.pipeline_file)?
+    } else {
+        crate::outcome::TaskFold::replay(&records).outcome
+    };
     // The task is the run's own: the one `run.started` recorded (or, for a run that never
     // started, the one given now).
     let given = request.prompt.clone().filter(|p| !p.trim().is_empty());
@@ -765,6 +807,7 @@ fn resume(
         passed,
         caches,
         prompt,
+        outcome,
         budget: request.budget,
         begin: if fresh {
             Begin::Fresh(max_attempts)
@@ -906,7 +949,7 @@ impl Ready {
             mem_warn: limits.mem_warn,
         }));
         match self.begin {
-            Begin::Fresh(max) => engine.start(max, self.prompt.clone()),
+            Begin::Fresh(max) => engine.start_run(max, self.prompt.clone(), self.outcome.clone()),
             Begin::Resume(max) => engine.resume(max),
         }?;
         let kept = match (self.begin, self.workspace.git()) {
@@ -935,13 +978,11 @@ impl Ready {
 fn needs_egress(pipeline: &Pipeline) -> bool {
     let networked =
         |network: &cordon_pipeline::Network| !matches!(network, cordon_pipeline::Network::None);
-    pipeline.steps.iter().any(|step| {
-        step.kind.sandbox().is_some_and(|sandbox| {
-            networked(&sandbox.network)
-                || sandbox
-                    .setup
-                    .as_ref()
-                    .is_some_and(|setup| networked(&setup.network))
-        })
+    pipeline.sandboxed().into_iter().any(|sandbox| {
+        networked(&sandbox.network)
+            || sandbox
+                .setup
+                .as_ref()
+                .is_some_and(|setup| networked(&setup.network))
     })
 }

@@ -1,5 +1,6 @@
 //! `cordon init [DIR]`: write a commented `pipeline.yaml` and `agents/dev.agent.md` to start
-//! from. Never overwrites a file.
+//! from; with `--outcome`, `outcome.yaml` and the five phase agents of an outcome run. Never
+//! overwrites a file.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -13,17 +14,44 @@ pub struct Args {
     /// Where to write pipeline.yaml and agents/ (created if missing).
     #[arg(value_name = "DIR", default_value = ".")]
     dir: PathBuf,
+    /// Write an outcome pipeline instead (`outcome.yaml` and its five agent files), for
+    /// `cordon do "OUTCOME"`
+    #[arg(long)]
+    outcome: bool,
 }
 
 /// The scaffold: a dev → test → commit loop whose failing tests send the agent back with a retry.
 pub const PIPELINE_YAML: &str = include_str!("init/pipeline.yaml");
 pub const DEV_AGENT_MD: &str = include_str!("init/dev.agent.md");
 
+/// The outcome scaffold: five phase agents (the executor is `dev`).
+pub const OUTCOME_FILES: [(&str, &str); 6] = [
+    ("outcome.yaml", include_str!("init/outcome.yaml")),
+    (
+        "agents/decompose.agent.md",
+        include_str!("init/decompose.agent.md"),
+    ),
+    (
+        "agents/planner.agent.md",
+        include_str!("init/planner.agent.md"),
+    ),
+    ("agents/dev.agent.md", DEV_AGENT_MD),
+    (
+        "agents/critic.agent.md",
+        include_str!("init/critic.agent.md"),
+    ),
+    (
+        "agents/validator.agent.md",
+        include_str!("init/validator.agent.md"),
+    ),
+];
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let files: [(&str, &str); 2] = [
+    let steps: [(&str, &str); 2] = [
         ("pipeline.yaml", PIPELINE_YAML),
         ("agents/dev.agent.md", DEV_AGENT_MD),
     ];
+    let files: &[(&str, &str)] = if args.outcome { &OUTCOME_FILES } else { &steps };
     // Check every target first so a refusal writes nothing.
     for (name, _) in files {
         let path = args.dir.join(name);
@@ -41,17 +69,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         write_new(&path, content)?;
         println!("wrote {}", path.display());
     }
-    let pipeline = args.dir.join("pipeline.yaml");
+    let file = files[0].0;
+    let pipeline = args.dir.join(file);
     println!();
     println!("Commit these files: cordon runs only tracked, unmodified tooling files, e.g.");
     println!(
-        "  git -C {} add pipeline.yaml agents && git -C {} commit -m \"Add a cordon pipeline\"",
+        "  git -C {} add {file} agents && git -C {} commit -m \"Add a cordon pipeline\"",
         shown(&args.dir),
         shown(&args.dir)
     );
     println!("Then check it and see its plan:");
     println!("  cordon validate {}", shown(&pipeline));
     println!("  cordon run {} --dry-run", shown(&pipeline));
+    if args.outcome {
+        println!("and start an outcome run from the directory holding it:");
+        println!("  cordon do \"Add a --json flag to the report command\"");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -137,17 +137,36 @@ impl Report<'_> {
             None => out.push_str("latest run: none (no grants recorded)\n"),
         }
         for step in &self.pipeline.steps {
-            self.step(&mut out, step);
+            self.step(&mut out, &format!("step {}", step.name), &step.kind);
+        }
+        // An outcome run's phases, each run once per task (`<task>.<phase>`); a plan's granted
+        // requests apply to its own task's execute only.
+        if let Some(outcome) = &self.pipeline.outcome {
+            for (phase, agent) in outcome.phases() {
+                let label = if phase == "decompose" {
+                    "phase decompose".to_owned()
+                } else {
+                    format!("phase {phase} (each task's `<task>.{phase}`)")
+                };
+                self.step(&mut out, &label, &StepKind::Agent(agent.clone()));
+            }
+            for (i, command) in outcome.verify.iter().enumerate() {
+                self.step(
+                    &mut out,
+                    &format!("verify command {} (each task's `<task>.verify`)", i + 1),
+                    &StepKind::Command(command.clone()),
+                );
+            }
         }
         out
     }
 
-    fn step(&self, out: &mut String, step: &cordon_pipeline::Step) {
-        let (kind, sandbox, lane) = match &step.kind {
+    fn step(&self, out: &mut String, label: &str, kind: &StepKind) {
+        let (kind, sandbox, lane) = match kind {
             StepKind::Agent(agent) => ("agent", &agent.sandbox, false),
             StepKind::Command(command) => ("command", &command.sandbox, command.model_lane),
             StepKind::Action(_) => {
-                let _ = writeln!(out, "\nstep {} (action): host side, no network", step.name);
+                let _ = writeln!(out, "\n{label} (action): host side, no network");
                 return;
             }
         };
@@ -156,7 +175,7 @@ impl Report<'_> {
         } else {
             ""
         };
-        let _ = writeln!(out, "\nstep {} ({kind}){flag}", step.name);
+        let _ = writeln!(out, "\n{label} ({kind}){flag}");
         self.network(out, "network", &sandbox.network);
         if let Some(setup) = &sandbox.setup {
             self.network(out, "setup network", &setup.network);

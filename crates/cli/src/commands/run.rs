@@ -79,6 +79,111 @@ pub struct Args {
     /// not restarted by a resume), instead of `budget.wall_clock`
     #[arg(long, value_name = "DURATION", value_parser = wall_clock)]
     budget_wall_clock: Option<std::num::NonZeroU64>,
+    /// `cordon do`'s outcome.
+    #[arg(skip)]
+    outcome: Option<String>,
+}
+
+/// `cordon do "OUTCOME"`: an outcome run (DESIGN §13).
+#[derive(Debug, clap::Args)]
+pub struct DoArgs {
+    /// What the run is to achieve, in one sentence or more: the decompose agent turns it into
+    /// a task graph
+    #[arg(value_name = "OUTCOME")]
+    outcome: String,
+    /// The outcome pipeline [default: ./outcome.yaml]
+    #[arg(long, value_name = "FILE")]
+    pipeline: Option<PathBuf>,
+    /// The workspace, the top of a git work tree [default: the top of the git work tree
+    /// containing the pipeline].
+    #[arg(short = 'w', long = "workspace", value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
+    /// ~/.local/state/cordon]
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// The attempts of the decompose step, instead of the pipeline's `max_attempts`.
+    #[arg(long, value_name = "N")]
+    max_attempts: Option<NonZeroU32>,
+    /// Print the run's events as JSON lines on stdout
+    #[arg(long)]
+    json: bool,
+    /// Show only step lines, notices and the summary
+    #[arg(long)]
+    quiet: bool,
+    /// Serve no live page for the run
+    #[arg(long, conflicts_with = "ui")]
+    no_ui: bool,
+    /// Where the run's live page listens, a loopback address [default: 127.0.0.1:8321, or the
+    /// next free port]
+    #[arg(long, value_name = "ADDR", value_parser = super::ui::loopback_addr)]
+    ui: Option<std::net::SocketAddr>,
+    /// The operator policy file, outside the workspace [default: $XDG_CONFIG_HOME/cordon/policy.toml
+    /// or ~/.config/cordon/policy.toml, if it exists]
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Write every model turn of the run to FILE as a replay transcript
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// The run's token budget (input + output of every model call), instead of `budget.tokens`
+    #[arg(long, value_name = "N")]
+    budget_tokens: Option<std::num::NonZeroU64>,
+    /// The run's cost budget in US dollars (needs `llm.pricing`), instead of `budget.cost_usd`
+    #[arg(long, value_name = "USD", value_parser = usd)]
+    budget_cost: Option<f64>,
+    /// The run's wall-clock budget (`90s`, `30m`, `2h`), instead of `budget.wall_clock`
+    #[arg(long, value_name = "DURATION", value_parser = wall_clock)]
+    budget_wall_clock: Option<std::num::NonZeroU64>,
+}
+
+/// The file in the current directory `cordon do` uses when no `--pipeline` is given.
+pub const DEFAULT_OUTCOME_PIPELINE: &str = "outcome.yaml";
+
+/// `cordon do`: a fresh run of an outcome pipeline, printed and exited as `cordon run` (its
+/// exit codes; resume with `cordon run --resume`).
+pub fn run_outcome(args: DoArgs) -> anyhow::Result<ExitCode> {
+    if args.outcome.trim().is_empty() {
+        eprintln!(
+            "cordon: the OUTCOME is empty; say what the run is to achieve, like `cordon do \"Add a --json flag to the report command\"`"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let pipeline = match args.pipeline {
+        Some(path) => path,
+        None if Path::new(DEFAULT_OUTCOME_PIPELINE).exists() => {
+            PathBuf::from(DEFAULT_OUTCOME_PIPELINE)
+        }
+        None => {
+            eprintln!(
+                "cordon: no --pipeline given and there is no ./{DEFAULT_OUTCOME_PIPELINE} here; \
+                 give the outcome pipeline (`cordon do \"…\" --pipeline path/to/outcome.yaml`), \
+                 run from its directory, or write one with `cordon init --outcome`"
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    execute::run(Args {
+        pipeline: Some(pipeline),
+        workspace: args.workspace,
+        max_attempts: args.max_attempts,
+        dry_run: false,
+        state_dir: args.state_dir,
+        resume: None,
+        resume_last: false,
+        refresh: false,
+        json: args.json,
+        quiet: args.quiet,
+        no_ui: args.no_ui,
+        ui: args.ui,
+        policy: args.policy,
+        record: args.record,
+        prompt: None,
+        prompt_file: None,
+        budget_tokens: args.budget_tokens,
+        budget_cost: args.budget_cost,
+        budget_wall_clock: args.budget_wall_clock,
+        outcome: Some(args.outcome),
+    })
 }
 
 fn usd(text: &str) -> Result<f64, String> {
@@ -295,9 +400,14 @@ impl Plan<'_> {
             let files: Vec<String> = p.context_files.iter().map(ToString::to_string).collect();
             line("context", &files.join(", "));
         }
-        let _ = writeln!(out, "\nsteps");
-        for (i, step) in p.steps.iter().enumerate() {
-            self.step(&mut out, i + 1, step);
+        match &p.outcome {
+            Some(outcome) => self.outcome(&mut out, outcome),
+            None => {
+                let _ = writeln!(out, "\nsteps");
+                for (i, step) in p.steps.iter().enumerate() {
+                    self.step(&mut out, i + 1, step);
+                }
+            }
         }
         let _ = writeln!(
             out,
@@ -306,15 +416,76 @@ impl Plan<'_> {
         out
     }
 
+    /// An outcome pipeline's phases, verify commands and bounds (`cordon do`).
+    fn outcome(&self, out: &mut String, spec: &cordon_pipeline::OutcomeSpec) {
+        let _ = writeln!(
+            out,
+            "\noutcome      started with `cordon do \"OUTCOME\"`: decompose, then per task plan → \
+             execute → scrutinize → verify → validate"
+        );
+        let _ = writeln!(
+            out,
+            "bounds       at most {} tasks; per task {} revision(s) and {} replan(s); parallel {}; \
+             commit {}",
+            spec.max_tasks,
+            spec.max_revisions,
+            spec.max_replans,
+            spec.parallel,
+            spec.commit.as_str()
+        );
+        let _ = writeln!(out, "\nphases");
+        for (i, (phase, agent)) in spec.phases().into_iter().enumerate() {
+            let mut lines = self.kind_lines(&StepKind::Agent(agent.clone()), true);
+            let extra = match phase {
+                "decompose" => Some("submit_tasks (the task graph, checked at once)"),
+                "plan" => Some("submit_plan (steps, verify commands, egress requests)"),
+                "scrutinize" => Some("the workspace is read-only; gets the task's diff"),
+                "validate" => Some("VERDICT: ACCEPT | REVISE | REPLAN"),
+                _ => None,
+            };
+            if let Some(extra) = extra {
+                lines.push(("cordon adds".to_owned(), extra.to_owned()));
+            }
+            let _ = writeln!(out, "  {:>2}. {phase}  (agent `{}`)", i + 1, agent.agent);
+            for (label, value) in lines {
+                let _ = writeln!(out, "       {label:<15}{value}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nverify       every task's, in order, then the task's and its plan's own"
+        );
+        for (i, command) in spec.verify.iter().enumerate() {
+            let mut lines = self.kind_lines(&StepKind::Command(command.clone()), true);
+            lines.retain(|(label, _)| label != "command");
+            let _ = writeln!(out, "  {:>2}. {}", i + 1, self::command(&command.command));
+            for (label, value) in lines {
+                let _ = writeln!(out, "       {label:<15}{value}");
+            }
+        }
+    }
+
     fn step(&self, out: &mut String, number: usize, step: &Step) {
         let head = match &step.kind {
             StepKind::Agent(a) => format!("agent `{}`", a.agent),
             StepKind::Command(_) => "command".to_owned(),
             StepKind::Action(a) => format!("host action `{}`", a.as_str()),
         };
+        let mut lines = self.kind_lines(&step.kind, false);
+        lines.push(("on pass".to_owned(), format!("→ {}", step.on_pass)));
+        lines.push(("on fail".to_owned(), format!("→ {}", step.on_fail)));
+        let _ = writeln!(out, "  {number:>2}. {}  ({head})", step.name);
+        for (label, value) in lines {
+            let _ = writeln!(out, "       {label:<15}{value}");
+        }
+    }
+
+    /// What a step of `kind` does, line by line; `phase`: an outcome phase (its verdict is
+    /// cordon's, not `verdicts`).
+    fn kind_lines(&self, kind: &StepKind, phase: bool) -> Vec<(String, String)> {
         let mut lines: Vec<(String, String)> = Vec::new();
         let mut push = |label: &str, value: String| lines.push((label.to_owned(), value));
-        match &step.kind {
+        match kind {
             StepKind::Agent(a) => {
                 let file = self.pipeline.agents_dir.as_path().join(a.agent.file_name());
                 push("agent file", file.display().to_string());
@@ -339,6 +510,7 @@ impl Plan<'_> {
                     push("artifact", artifact.to_string());
                 }
                 match &a.verdicts {
+                    _ if phase => {}
                     Some(v) => push(
                         "verdicts",
                         format!("pass `VERDICT: {}`, fail `VERDICT: {}`", v.pass, v.fail),
@@ -371,12 +543,7 @@ impl Plan<'_> {
                 );
             }
         }
-        push("on pass", format!("→ {}", step.on_pass));
-        push("on fail", format!("→ {}", step.on_fail));
-        let _ = writeln!(out, "  {number:>2}. {}  ({head})", step.name);
-        for (label, value) in lines {
-            let _ = writeln!(out, "       {label:<15}{value}");
-        }
+        lines
     }
 }
 

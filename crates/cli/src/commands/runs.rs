@@ -56,8 +56,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     ),
                     _ => (i, o),
                 });
+        let kind = records
+            .iter()
+            .find_map(|r| match &r.event {
+                Event::RunStarted { kind, .. } => Some(*kind),
+                _ => None,
+            })
+            .unwrap_or_default();
         if args.json {
-            // Appendix B: `kind` (`steps`; outcome runs are not built yet), the run's model
+            // Appendix B: `kind` (`steps` or `outcome`, from `run.started`), the run's model
             // tokens, and `cost_usd` at the run's own `llm.pricing` (null without one).
             let line = serde_json::json!({
                 "id": row.id.to_string(),
@@ -66,15 +73,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "started": row.started.to_string(),
                 "finished": finished.map(|t| t.to_string()),
                 "attempt": state.attempt.get(),
-                "kind": "steps",
+                "kind": kind.as_str(),
                 "tokens_in": tokens_in,
                 "tokens_out": tokens_out,
                 "cost_usd": cost(&store, &row, tokens_in, tokens_out),
             });
             println!("{line}");
         } else {
+            let kind = match kind {
+                cordon_protocol::event::RunKind::Outcome => "  (outcome)",
+                cordon_protocol::event::RunKind::Steps => "",
+            };
             println!(
-                "{}  {status:<11}  attempt {}  started {}  {}",
+                "{}  {status:<11}  attempt {}  started {}  {}{kind}",
                 row.id, state.attempt, row.started, row.pipeline
             );
         }

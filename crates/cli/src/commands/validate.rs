@@ -21,11 +21,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let steps = loaded.pipeline.steps.len();
             let noun = if steps == 1 { "step" } else { "steps" };
-            println!(
-                "{}: valid pipeline `{}` with {steps} {noun}",
-                args.pipeline.display(),
-                loaded.pipeline.name
-            );
+            let what = match &loaded.pipeline.outcome {
+                Some(outcome) => format!(
+                    "outcome pipeline `{}` with 5 phases and {} verify command{} (start it with \
+                     `cordon do \"OUTCOME\"`)",
+                    loaded.pipeline.name,
+                    outcome.verify.len(),
+                    if outcome.verify.len() == 1 { "" } else { "s" }
+                ),
+                None => format!("pipeline `{}` with {steps} {noun}", loaded.pipeline.name),
+            };
+            println!("{}: valid {what}", args.pipeline.display());
             Ok(ExitCode::SUCCESS)
         }
         Err(diagnostics) => {

@@ -16,6 +16,7 @@ mod host_boundary;
 mod init;
 mod lane;
 mod logs;
+mod outcome;
 mod policy;
 mod proxy;
 mod run;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use cordon_pipeline::{Files, Loaded, Pipeline, StepKind};
+use cordon_pipeline::{Files, Loaded, Pipeline};
 use cordon_store::{RunRow, Store};
 use cordon_workspace::{View, ViewError, WsPath};
 
@@ -162,13 +162,11 @@ pub(super) struct FirstLoad {
 pub fn tooling_paths(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> Vec<WsPath> {
     let base = pipeline_file.parent().unwrap_or(workspace);
     let mut paths = vec![pipeline_file.to_path_buf()];
-    for step in &pipeline.steps {
-        if let StepKind::Agent(agent) = &step.kind {
-            paths.push(
-                base.join(pipeline.agents_dir.as_path())
-                    .join(agent.agent.file_name()),
-            );
-        }
+    for agent in pipeline.agent_steps() {
+        paths.push(
+            base.join(pipeline.agents_dir.as_path())
+                .join(agent.agent.file_name()),
+        );
     }
     paths.extend(
         pipeline

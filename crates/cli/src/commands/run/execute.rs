@@ -83,6 +83,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         record: args.record.clone(),
         prompt: super::prompt(args).map_err(RunError::usage)?,
         budget: super::budget(args),
+        outcome: args.outcome.clone(),
         operator: &operator,
         env: &env,
     };
