@@ -158,6 +158,43 @@ try {
   await page.screenshot({ path: shot, fullPage: true });
   if (process.env.UPDATE_DOCS_SCREENSHOT) copyFileSync(shot, join(root, 'docs/ui-run.png'));
 
+  // An outcome run (the offline example, replayed in real sandboxes): the page shows its task
+  // graph instead of the step graph, each task expanding to its phase steps.
+  const outcomeWork = mkdtempSync(join(tmpdir(), 'cordon-ui-outcome-'));
+  execFileSync('sh', ['-c', `tar -C "${join(root, 'examples/outcome-report-json')}" --exclude=./run.sh -cf - . | tar -C "${outcomeWork}" -xf -`]);
+  const ogit = (...args) => execFileSync('git', ['-C', outcomeWork, '-c', 'user.name=t', '-c', 'user.email=t@example.test', ...args]);
+  ogit('init', '-q');
+  ogit('add', '-A');
+  ogit('commit', '-qm', 'before');
+  const done = execFileSync(cordon, ['do', 'Add a --json option to report.py that prints the counts as JSON, and document it.',
+    '--no-ui', '--state-dir', state], { cwd: outcomeWork, env: { ...process.env, NO_COLOR: '1' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const outcomeRun = String(done).match(/^run ([0-9a-z]{26})$/m) ? String(done).match(/^run ([0-9a-z]{26})$/m)[1] : null;
+  const outcomeId = outcomeRun || JSON.parse(execFileSync(cordon, ['runs', '--json', '--state-dir', state]).toString().trim().split('\n').pop()).id;
+  await page.goto(`${origin}/runs/${outcomeId}`);
+  await page.waitForSelector('#run-status[data-status="success"]');
+  await page.waitForSelector('[data-task="t1"][data-task-state="done"]');
+  await page.waitForSelector('[data-task="t2"][data-task-state="done"]');
+  assert.equal(await page.locator('#graph').isVisible(), false, 'an outcome run shows tasks, not the step graph');
+  assert.equal(await page.locator('[data-task="t2"]').getAttribute('data-depends-on'), 't1');
+  await page.locator('path.task-edge[data-from="t1"][data-to="t2"]').waitFor({ state: 'attached' });
+  await page.locator('[data-task="t1"] > summary').click();
+  await page.waitForSelector('[data-task="t1"] [data-step="t1.verify"][data-status="passed"][data-attempts="2"]');
+  assert.equal(await page.locator('[data-task="t1"] [data-step="t1.execute"]').getAttribute('data-attempts'), '2');
+  assert.match(await page.locator('[data-task="t1"] .task-meta').innerText(), /revision 1 · replans 0/);
+  await page.locator('[data-step="decompose"][data-status="passed"]').waitFor();
+  // The server's fold and the page's agree on the tasks after a reload.
+  const taskStates = () => page.locator('[data-task]').evaluateAll((all) => all.map((n) => [n.dataset.task, n.dataset.taskState]));
+  const shown = await taskStates();
+  assert.deepEqual(shown, [['t1', 'done'], ['t2', 'done']]);
+  await page.reload();
+  await page.waitForSelector('[data-task="t2"][data-task-state="done"]');
+  assert.deepEqual(await taskStates(), shown);
+  await page.locator('[data-task="t1"] > summary').click();
+  await page.waitForTimeout(300);
+  const outcomeShot = join(target, 'browser/ui-outcome.png');
+  await page.locator('#tasks-panel').screenshot({ path: outcomeShot });
+  if (process.env.UPDATE_DOCS_SCREENSHOT) copyFileSync(outcomeShot, join(root, 'docs/ui-outcome.png'));
+
   // A driven run (crates/web/examples/drive_run.rs) for what a command step does not produce
   // here: egress decisions.
   // The run page holds the current state at load: build running, test not yet started.

@@ -41,6 +41,9 @@
     steps.set(s.name, step);
   }
   const graph = view.graph;
+  // An outcome run's tasks (`[data-task][data-task-state]`, Appendix B), in graph order.
+  let tasks = (view.tasks || []).map((t) => Object.assign({}, t));
+  let tasksDirty = true;
   const routes = view.routes.slice();
   const egress = new Map();
   for (const row of view.egress) egress.set(egressKey(row.step, row.decision, row.target, row.reason), row);
@@ -86,12 +89,26 @@
     view.last_seq = rec.seq;
     const d = rec.data || {};
     switch (rec.type) {
-      case 'run.started': view.workspace = d.workspace; view.attempt = d.attempt; view.max_attempts = d.max_attempts; view.started = rec.ts; break;
+      case 'run.started': view.workspace = d.workspace; view.attempt = d.attempt; view.max_attempts = d.max_attempts; view.started = rec.ts;
+        view.kind = d.kind || 'steps'; view.goal = d.outcome || null; tasksDirty = true; break;
+      case 'tasks.planned':
+        if (rec.step === 'decompose') {
+          tasks = (d.tasks || []).map((t) => ({ id: t.id, title: t.title, depends_on: t.depends_on || [], state: 'pending', revision: 0, replan: 0, reason: null }));
+          tasksDirty = true;
+        }
+        break;
+      case 'task.state': {
+        const t = tasks.find((x) => x.id === d.task);
+        if (t) Object.assign(t, { state: d.state, revision: d.revision, replan: d.replan, reason: d.reason || null });
+        tasksDirty = true;
+        break;
+      }
       case 'run.resumed': view.attempt = d.attempt; view.max_attempts = d.max_attempts; view.outcome = null; view.reason = null; view.finished = null; break;
       case 'run.finished': view.outcome = d.outcome; view.reason = d.reason; view.finished = rec.ts; break;
       case 'llm.response': view.tokens_in += d.input_tokens || 0; view.tokens_out += d.output_tokens || 0; break;
       case 'attempt.retry': view.attempt = d.attempt; break;
       case 'step.started': {
+        tasksDirty = true;
         const s = step(rec.step);
         Object.assign(s, { attempts: s.attempts + 1, attempt: d.attempt, open: true, verdict: null, reason: null, exit_code: null,
           started: rec.ts, finished: null, lines: [], partial: '', omitted: 0, resources: null, dirty: true });
@@ -106,6 +123,7 @@
       }
       case 'step.output': { const s = step(rec.step); pushOutput(s, d.text || ''); s.dirty = true; break; }
       case 'step.finished': {
+        tasksDirty = true;
         const s = step(rec.step);
         Object.assign(s, { open: false, verdict: d.verdict, reason: d.reason || null, exit_code: d.exit_code ?? null, finished: rec.ts, dirty: true });
         break;
@@ -213,6 +231,11 @@
     el('span', { class: 'meta mono' }, view.id), attemptInfo, el('span', { class: 'meta' }, 'tokens ', tokensInfo),
     ...(costInfo ? [el('span', { class: 'meta' }, 'cost ', costInfo)] : []));
   const graphBox = el('div', { class: 'graph', id: 'graph' });
+  // An outcome run shows its task graph instead of the step graph: its phases are the steps.
+  const tasksBox = el('div', { class: 'tasks', id: 'tasks' });
+  const goalBox = el('p', { class: 'goal' });
+  const tasksPanel = el('section', { class: 'panel', id: 'tasks-panel' }, el('h2', {}, 'tasks'), goalBox, tasksBox);
+  const graphPanel = el('section', { class: 'panel' }, el('h2', {}, 'pipeline'), graphBox);
   const outcome = el('div', { class: 'outcome', id: 'outcome' });
   const consoles = el('div', { class: 'consoles', id: 'consoles' });
   const egressBox = el('div', { id: 'egress' });
@@ -224,7 +247,8 @@
   const logBody = el('tbody', {});
   const logTable = el('table', { class: 'log', id: 'log' }, el('thead', {}, el('tr', {}, ...['seq', 'time', 'type', 'step', 'data'].map((h) => el('th', {}, h)))), logBody);
   app.replaceChildren(header, banner, el('main', {},
-    el('section', { class: 'panel' }, el('h2', {}, 'pipeline'), graphBox),
+    tasksPanel,
+    graphPanel,
     el('section', { class: 'panel' }, el('h2', {}, 'outcome'), outcome),
     el('section', { class: 'panel' }, el('h2', {}, 'consoles'), consoles),
     el('section', { class: 'panel' }, el('h2', {}, 'attempts'), attemptsBox),
@@ -329,6 +353,89 @@
     const end = runStatus();
     nodes.get('@success').classList.toggle('reached-success', end === 'success');
     nodes.get('@failure').classList.toggle('reached-failure', end === 'failure');
+  }
+
+  // The task graph: a column per depth (a task sits right of everything it depends on), the
+  // `depends_on` edges drawn between them, each task expanding to its phases.
+  const PHASES = ['plan', 'execute', 'scrutinize', 'verify', 'validate'];
+  const taskNodes = new Map();
+  const openTasks = new Set();
+  function renderTasks() {
+    tasksDirty = false;
+    const outcomeRun = view.kind === 'outcome';
+    tasksPanel.hidden = !outcomeRun;
+    graphPanel.hidden = outcomeRun;
+    if (!outcomeRun) return;
+    goalBox.textContent = view.goal ? 'outcome: ' + view.goal : '';
+    const depth = new Map();
+    const byId = new Map(tasks.map((t) => [t.id, t]));
+    function level(t, seen) {
+      if (depth.has(t.id)) return depth.get(t.id);
+      if (seen.has(t.id)) return 0;
+      seen.add(t.id);
+      let d = 0;
+      for (const dep of t.depends_on || []) if (byId.has(dep)) d = Math.max(d, level(byId.get(dep), seen) + 1);
+      depth.set(t.id, d);
+      return d;
+    }
+    for (const t of tasks) level(t, new Set());
+    for (const node of taskNodes.values()) if (node.open) openTasks.add(node.dataset.task); else openTasks.delete(node.dataset.task);
+    tasksBox.replaceChildren();
+    taskNodes.clear();
+    const decompose = steps.get('decompose');
+    if (decompose) tasksBox.append(el('div', { class: 'decompose' }, phaseRow(decompose, 'decompose')));
+    if (!tasks.length) { tasksBox.append(el('p', { class: 'empty' }, 'no task graph yet')); return; }
+    const columns = el('div', { class: 'task-columns' });
+    const svgBox = svg('svg', { class: 'task-edges' });
+    const grid = el('div', { class: 'task-grid' }, svgBox, columns);
+    const max = Math.max(0, ...depth.values());
+    for (let c = 0; c <= max; c++) {
+      const column = el('div', { class: 'task-column' });
+      for (const t of tasks.filter((x) => depth.get(x.id) === c)) {
+        const phase = { planning: 'plan', executing: 'execute', scrutinizing: 'scrutinize', verifying: 'verify', validating: 'validate' }[t.state] || '-';
+        const node = el('details', { class: 'task', 'data-task': t.id, 'data-task-state': t.state, 'data-depends-on': (t.depends_on || []).join(' ') },
+          el('summary', {},
+            el('span', { class: 'task-id mono' }, t.id), ' ', el('span', { class: 'task-title' }, t.title), ' ',
+            el('span', { class: 'badge task-st-' + t.state }, t.state),
+            el('div', { class: 'task-meta' }, 'phase ' + phase + ' · revision ' + t.revision + ' · replans ' + t.replan +
+              ((t.depends_on || []).length ? ' · after ' + t.depends_on.join(', ') : ''))));
+        if (t.reason) node.append(el('div', { class: 'task-reason' }, t.reason.split('\n')[0]));
+        for (const p of PHASES) {
+          const st = steps.get(t.id + '.' + p);
+          if (st) node.append(phaseRow(st, p));
+        }
+        if (openTasks.has(t.id)) node.open = true;
+        column.append(node);
+        taskNodes.set(t.id, node);
+      }
+      columns.append(column);
+    }
+    tasksBox.append(grid);
+    requestAnimationFrame(() => {
+      const base = grid.getBoundingClientRect();
+      svgBox.setAttribute('width', String(grid.scrollWidth));
+      svgBox.setAttribute('height', String(grid.scrollHeight));
+      for (const t of tasks) {
+        const to = taskNodes.get(t.id);
+        for (const dep of t.depends_on || []) {
+          const from = taskNodes.get(dep);
+          if (!from || !to) continue;
+          const a = from.getBoundingClientRect(), b = to.getBoundingClientRect();
+          const x0 = a.right - base.left, y0 = a.top - base.top + 18, x1 = b.left - base.left, y1 = b.top - base.top + 18;
+          const mid = (x0 + x1) / 2;
+          svgBox.append(svg('path', { d: `M${x0},${y0} C${mid},${y0} ${mid},${y1} ${x1},${y1}`, class: 'task-edge', 'data-from': dep, 'data-to': t.id }));
+        }
+      }
+    });
+  }
+  // One phase attempt row of a task: the step's status, starts, time and reason; its console
+  // and attempts are in the panels below.
+  function phaseRow(st, label) {
+    const status = statusOf(st);
+    return el('div', { class: 'phase', 'data-step': st.name, 'data-status': status, 'data-attempts': String(st.attempts) },
+      el('span', { class: 'phase-name' }, label), el('span', { class: 'badge st-' + status }, status),
+      el('span', { class: 'meta' }, st.attempts + (st.attempts === 1 ? ' start' : ' starts') + (elapsed(st) ? ' · ' + elapsed(st) : '')),
+      st.reason ? el('span', { class: 'phase-reason', title: st.reason }, st.reason.split('\n')[0]) : null);
   }
 
   function renderHeader() {
@@ -525,7 +632,8 @@
   function render() {
     renderHeader();
     if (attemptsDirty) renderAttempts();
-    if (graphDirty || layoutDirty) { renderGraph(); graphDirty = false; }
+    if (tasksDirty || (view.kind === 'outcome' && graphDirty)) renderTasks();
+    if (view.kind !== 'outcome' && (graphDirty || layoutDirty)) { renderGraph(); graphDirty = false; }
     renderConsoles();
     if (egressDirty) renderEgress();
     if (newLog.length && !logFilling) addLogRows(newLog.splice(0));
