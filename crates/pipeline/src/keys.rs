@@ -185,7 +185,7 @@ pub(crate) const OUTCOME: Table = Table {
         Key {
             name: "parallel",
             shape: Shape::Positive,
-            doc: "Independent ready tasks at once. Default 1.",
+            doc: "Independent ready tasks at once; this release runs one at a time, so only 1 is accepted. Default 1.",
         },
         Key {
             name: "commit",

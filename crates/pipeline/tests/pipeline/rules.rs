@@ -299,3 +299,51 @@ fn diagnostics_are_deterministic() {
     });
     assert_eq!(lines, sorted, "diagnostics are ordered by line and column");
 }
+
+#[test]
+fn an_outcome_pipeline_reports_every_problem_at_once() {
+    check(
+        "outcome_problems",
+        &format!(
+            "name: x\n{LLM}outcome:\n  decompose: dev\n  plan: nobody\n  execute: {{agent: dev, network: {{allow: [], grants: true}}, artifact: a.md}}\n  scrutinize: {{prompt: p}}\n  verify: [\"\", {{command: make test, timeout: 0}}, {{setup: x}}]\n  max_tasks: 0\n  max_revisions: -1\n  parallel: 2\n  commit: always\n"
+        ),
+    );
+    check(
+        "outcome_and_steps",
+        &format!(
+            "name: x\n{LLM}steps:\n  - {{name: a, command: make}}\noutcome:\n  decompose: dev\n  plan: dev\n  execute: dev\n  scrutinize: dev\n  validate: dev\n"
+        ),
+    );
+}
+
+#[test]
+fn outcome_phases_are_agent_names_or_agent_step_mappings() {
+    let yaml = format!(
+        "name: x\n{LLM}outcome:\n  decompose: dev\n  plan: {{agent: dev, max_iterations: 5}}\n  execute: {{agent: dev, network: {{allow: [], grants: true}}, timeout: 60}}\n  scrutinize: dev\n  validate: {{agent: dev, prompt: Be strict.}}\n  verify: [make test, [cargo, test], {{command: make lint, timeout: 30}}]\n  max_revisions: 0\n  commit: end\n"
+    );
+    let loaded = cordon_pipeline::load_str(
+        "pipeline.yaml",
+        &yaml,
+        std::path::Path::new(""),
+        &[agent("dev")]
+            .into_iter()
+            .map(|(p, t)| (std::path::PathBuf::from(p), t))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
+    .expect("valid");
+    let outcome = loaded.pipeline.outcome.expect("an outcome");
+    assert!(loaded.pipeline.steps.is_empty());
+    assert_eq!(outcome.plan.max_iterations.get(), 5);
+    assert_eq!(outcome.validate.prompt.as_deref(), Some("Be strict."));
+    assert_eq!(outcome.verify.len(), 3);
+    assert_eq!(outcome.max_revisions, 0);
+    assert_eq!(outcome.max_replans, 1);
+    assert_eq!(outcome.max_tasks, 20);
+    assert_eq!(outcome.parallel.get(), 1);
+    assert_eq!(outcome.commit, cordon_pipeline::OutcomeCommit::End);
+    assert!(
+        loaded.warnings.is_empty(),
+        "a phase needs no prompt: {:?}",
+        loaded.warnings
+    );
+}
