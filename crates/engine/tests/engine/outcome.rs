@@ -687,3 +687,97 @@ fn resume_after_any_event_of_an_outcome_run_converges_to_the_same_result() {
         );
     }
 }
+
+/// The harness's workspace as a git repository with one commit, the engine's git over it.
+fn with_git(h: &mut Harness) {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&h.workspace)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.test")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.test")
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    std::fs::write(h.workspace.join("README.md"), "start\n").expect("write");
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "start"]);
+    let env = |_: &str| None;
+    h.host = cordon_engine::run::open_workspace(
+        &h.workspace,
+        &h.pipeline,
+        Some(&h.dir.path().join("scratch")),
+        &env,
+    )
+    .expect("the engine's git");
+}
+
+fn log(h: &Harness) -> String {
+    let out = std::process::Command::new("git")
+        .args([
+            "log",
+            "--format=%s|%(trailers:key=Cordon-Task,valueonly,separator=)",
+        ])
+        .current_dir(&h.workspace)
+        .output()
+        .expect("git log");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn each_commit_mode_commits_as_it_says_and_once_across_a_resume() {
+    for (mode, expected) in [
+        (
+            "per_task",
+            "t3: Document it|t3\nt2: Print JSON|t2\nt1: Parse the flag|t1\nstart|\n",
+        ),
+        ("end", "Add a --json flag to the report command.|\nstart|\n"),
+        ("none", "start|\n"),
+    ] {
+        let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+        h.pipeline = pipeline(&PIPELINE.replace("commit: none", &format!("commit: {mode}")));
+        scripted(&mut h);
+        with_git(&mut h);
+        let mut roles = reference(h.workspace.clone())
+            .write("t2.execute", 1, "json.txt", "{}\n")
+            .write("t3.execute", 1, "docs.txt", "--json\n");
+        // Stop right after the first commit, then resume: every commit is made once.
+        let first_commit = {
+            let mut probe = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+            probe.pipeline = h.pipeline.clone();
+            scripted(&mut probe);
+            with_git(&mut probe);
+            let mut probe_roles = reference(probe.workspace.clone())
+                .write("t2.execute", 1, "json.txt", "{}\n")
+                .write("t3.execute", 1, "docs.txt", "--json\n");
+            finish(&mut probe, &mut probe_roles);
+            probe
+                .records()
+                .iter()
+                .find(|r| matches!(r.event, Event::CommitCreated { .. }))
+                .map(|r| r.seq)
+        };
+        if let Some(seq) = first_commit {
+            assert_eq!(drive(&mut h, &mut roles, Some(seq)), Ok(Ending::Stopped));
+        }
+        assert_eq!(finish(&mut h, &mut roles), Outcome::Success, "{mode}");
+        assert_eq!(log(&h), expected, "commit: {mode}");
+        let created = h
+            .records()
+            .iter()
+            .filter(|r| matches!(r.event, Event::CommitCreated { .. }))
+            .count();
+        assert_eq!(
+            created,
+            expected.lines().count() - 1,
+            "commit: {mode}: one commit.created per commit"
+        );
+    }
+}
