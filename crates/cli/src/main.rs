@@ -42,7 +42,8 @@ enum Command {
     Validate(commands::validate::Args),
     /// Run one command in a fresh sandbox.
     Exec(commands::exec::Args),
-    /// Write a commented pipeline.yaml and an agent file to start from.
+    /// Write a commented pipeline.yaml and an agent file to start from (with --outcome, an
+    /// outcome.yaml and its five agent files).
     Init(commands::init::Args),
     /// Report which sandbox layers this machine provides, and the remedy for each missing one.
     Doctor(commands::doctor::Args),

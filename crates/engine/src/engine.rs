@@ -452,7 +452,7 @@ impl<'a> Engine<'a> {
         // it, and a resume with a higher limit runs it again (a lane call refused with 429, or
         // a command stopped by the wall clock, is not the step's verdict).
         self.check_budget()?;
-        let diff = self.diff_blob()?;
+        let diff = self.diff_blob(pipeline.outcome.is_some())?;
         let omitted = self.budget.omitted();
         self.append(
             Some(name),
@@ -671,7 +671,11 @@ impl<'a> Engine<'a> {
         }
         let mut spec = self.spec(step, attempt, Purpose::Setup);
         spec.network = hook.network.clone();
-        spec.grants = self.grants_for(&hook.network);
+        // A phase step's hook gets its task's grants, never the run's.
+        spec.grants = match step.name.task() {
+            Some((task, _)) => self.tasks.grants_for(task, &hook.network),
+            None => self.grants_for(&hook.network),
+        };
         let argv = argv(&hook.command);
         let started = std::time::Instant::now();
         // Guarded like the step itself, with a monitor of its own.
@@ -782,11 +786,14 @@ impl<'a> Engine<'a> {
         // The lane belongs to the step's own sessions, never to its setup hook.
         let model_lane = purpose == Purpose::Step
             && matches!(&step.kind, StepKind::Command(command) if command.model_lane);
-        // The critic of an outcome task reviews; it does not write (DESIGN §13).
-        let read_only = step
-            .name
-            .task()
-            .is_some_and(|(_, phase)| phase == "scrutinize");
+        // In an outcome run only execute (and verify, whose changes are checked) may write: the
+        // decompose step, the planner, the critic and the validator read (DESIGN §13) — so what
+        // is committed is what execute left and the critic reviewed.
+        let read_only = self.cx.pipeline.outcome.is_some()
+            && match step.name.task() {
+                Some((_, phase)) => !matches!(phase, "execute" | "verify"),
+                None => purpose == Purpose::Step,
+            };
         SessionSpec {
             step: step.name.clone(),
             attempt,
@@ -1024,7 +1031,14 @@ impl<'a> Engine<'a> {
 
     /// The workspace's diff against `HEAD` after an attempt, stored as a blob (secrets
     /// scrubbed); the blob of the last diff when the work tree is the same.
-    fn diff_blob(&mut self) -> Result<Option<cordon_protocol::event::BlobId>, Failure> {
+    /// With `digest` (an outcome's phase steps) the patch ends with the line `# cordon: tree
+    /// <sha256>` over every changed path with its new mode and blob id — patches of binary or
+    /// capped changes name them without their content, so only this says two work trees are the
+    /// same (verify compares it with execute's).
+    fn diff_blob(
+        &mut self,
+        digest: bool,
+    ) -> Result<Option<cordon_protocol::event::BlobId>, Failure> {
         let Some(git) = self.cx.workspace.git() else {
             return Ok(None);
         };
@@ -1053,13 +1067,19 @@ impl<'a> Engine<'a> {
         {
             return Ok(*blob);
         }
-        let blob = if diff.patch.is_empty() {
+        let mut patch = diff.patch;
+        if digest && !diff.changes.is_empty() {
+            patch.extend_from_slice(
+                format!("# cordon: tree {}\n", tree_digest(&diff.changes)).as_bytes(),
+            );
+        }
+        let blob = if patch.is_empty() {
             None
         } else {
             Some(
                 self.cx
                     .store
-                    .put_blob(self.cx.run, &self.cx.secrets.scrub_bytes(&diff.patch))?,
+                    .put_blob(self.cx.run, &self.cx.secrets.scrub_bytes(&patch))?,
             )
         };
         self.last_diff = Some((diff.flat, blob));
@@ -1241,6 +1261,30 @@ fn stopped_error() -> cordon_agent::JournalError {
         message: "the run was stopped".to_owned(),
         source: None,
     }
+}
+
+/// A digest of a work tree's changes against `HEAD`: every changed path with its new mode and
+/// blob id (or its deletion).
+fn tree_digest(changes: &[(Vec<u8>, cordon_git::Change)]) -> String {
+    let mut hash = Sha256::new();
+    for (path, change) in changes {
+        hash.update((path.len() as u64).to_le_bytes());
+        hash.update(path);
+        match change {
+            cordon_git::Change::Added(new) | cordon_git::Change::Modified { new, .. } => {
+                hash.update(format!(" {:?} {}\n", new.mode, new.id).as_bytes());
+            }
+            cordon_git::Change::Deleted(_) => hash.update(b" deleted\n"),
+        }
+    }
+    crate::setup::hex(&hash.finalize())
+}
+
+/// The tree digest line [`Engine::diff_blob`] ends a phase step's patch with, if any.
+pub(crate) fn digest_line(patch: &[u8]) -> Option<&[u8]> {
+    let text = patch.strip_suffix(b"\n")?;
+    let start = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    text[start..].strip_prefix(b"# cordon: tree ")
 }
 
 /// `sh -c TEXT` for a string, the list itself otherwise.

@@ -1,6 +1,7 @@
 //! Text that a step, a model or the workspace produced is data on a terminal (DESIGN §10, §18):
 //! before it is printed, `ESC` becomes `\e`, every other C0 and C1 control character `\xNN`, and
-//! Unicode bidirectional controls `\u{NNNN}`, so no escape sequence, carriage return or
+//! Unicode bidirectional controls and invisible characters (zero-width, soft hyphen, the line
+//! and paragraph separators) `\u{NNNN}`, so no escape sequence, carriage return or
 //! reordering mark the sandbox wrote can retitle the window, write the clipboard, erase a line or
 //! disguise what is shown. [`escape_text`] keeps newlines and tabs (multi-line output tails);
 //! [`escape_line`] escapes newlines too (reasons, verdicts, file names, tool arguments).
@@ -14,12 +15,28 @@ fn is_bidi(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
 }
 
+/// Whether `c` is invisible or breaks a line without being a newline (soft hyphen, zero-width
+/// characters, the word joiner and invisible operators, the byte order mark, the line and
+/// paragraph separators): shown raw it would disguise a title or a file name.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200d}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{feff}'
+    )
+}
+
 fn needs_escape(c: char, keep_newlines: bool) -> bool {
     match c {
         '\n' => !keep_newlines,
         '\t' => false,
         c if c.is_control() => true,
-        c => is_bidi(c),
+        c => is_bidi(c) || is_invisible(c),
     }
 }
 
@@ -58,7 +75,7 @@ pub fn escape_line(text: &str) -> Cow<'_, str> {
 /// writers leave as they are) as `\uNNNN` escapes. Outside strings JSON holds only ASCII, so the
 /// result is the same JSON value.
 pub fn escape_json(json: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| ('\u{7f}'..='\u{9f}').contains(&c) || is_bidi(c);
+    let unsafe_char = |c: char| ('\u{7f}'..='\u{9f}').contains(&c) || is_bidi(c) || is_invisible(c);
     if !json.chars().any(unsafe_char) {
         return Cow::Borrowed(json);
     }
@@ -111,6 +128,11 @@ mod tests {
                 "iso\\u{2066}late\\u{2069}",
             ),
             ("caf\u{e9} ok", "caf\u{e9} ok", "caf\u{e9} ok"),
+            (
+                "zero\u{200b}width\u{2028}sep\u{ad}\u{feff}",
+                "zero\\u{200b}width\\u{2028}sep\\u{00ad}\\u{feff}",
+                "zero\\u{200b}width\\u{2028}sep\\u{00ad}\\u{feff}",
+            ),
             ("back\\slash", "back\\slash", "back\\slash"),
         ] {
             assert_eq!(escape_text(input), text, "{input:?}");

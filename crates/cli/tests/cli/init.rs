@@ -81,3 +81,60 @@ fn init_scaffold_names_no_real_registry_host() {
         );
     }
 }
+
+#[test]
+fn init_outcome_writes_an_outcome_pipeline_and_five_agents_that_validate_and_plan() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = cordon()
+        .args(["init", "--outcome", "."])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    for file in [
+        "outcome.yaml",
+        "agents/decompose.agent.md",
+        "agents/planner.agent.md",
+        "agents/dev.agent.md",
+        "agents/critic.agent.md",
+        "agents/validator.agent.md",
+    ] {
+        assert!(dir.path().join(file).is_file(), "{file}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("cordon do \""), "{stdout}");
+    let validate = cordon()
+        .args(["validate", "outcome.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(validate.status.code(), Some(0));
+    assert!(validate.stderr.is_empty(), "no warnings");
+    assert!(
+        String::from_utf8_lossy(&validate.stdout)
+            .contains("valid outcome pipeline `outcome-loop` with 5 phases and 1 verify command"),
+        "{}",
+        String::from_utf8_lossy(&validate.stdout)
+    );
+    // A second init refuses before writing anything.
+    let again = cordon()
+        .args(["init", "--outcome", "."])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(again.status.code(), Some(2));
+    // Its plan names every phase.
+    crate::run::git(dir.path(), &["init", "-q"]);
+    crate::run::git(dir.path(), &["add", "-A"]);
+    crate::run::git(dir.path(), &["commit", "-qm", "init"]);
+    let plan = cordon()
+        .args(["run", "outcome.yaml", "--dry-run"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&plan.stdout);
+    for phase in ["decompose", "plan", "execute", "scrutinize", "validate"] {
+        assert!(text.contains(&format!(". {phase}  (agent `")), "{text}");
+    }
+    assert!(text.contains("sh -c make test"), "{text}");
+}

@@ -189,7 +189,7 @@ outcome:
 ";
 
 #[test]
-fn the_critic_reviews_a_read_only_workspace_and_the_executor_writes_it() {
+fn only_execute_writes_the_workspace_and_the_planner_critic_and_validator_cannot() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(ws.join("agents")).expect("mkdir");
@@ -200,7 +200,7 @@ fn the_critic_reviews_a_read_only_workspace_and_the_executor_writes_it() {
     let turns = [
         serde_json::json!({"step": "decompose", "tool_calls": [{"name": "submit_tasks", "arguments": {"tasks": [{"id": "t1", "title": "One"}]}}]}),
         serde_json::json!({"step": "decompose", "text": "ok"}),
-        serde_json::json!({"step": "t1.plan", "tool_calls": [{"name": "submit_plan", "arguments": {"steps": ["write"]}}]}),
+        serde_json::json!({"step": "t1.plan", "tool_calls": [{"name": "write_file", "arguments": {"path": "planner.txt", "content": "x"}}, {"name": "submit_plan", "arguments": {"steps": ["write"]}}]}),
         serde_json::json!({"step": "t1.plan", "text": "ok"}),
         serde_json::json!({"step": "t1.execute", "tool_calls": [{"name": "write_file", "arguments": {"path": "made.txt", "content": "by execute\n"}}]}),
         serde_json::json!({"step": "t1.execute", "text": "ok"}),
@@ -209,6 +209,7 @@ fn the_critic_reviews_a_read_only_workspace_and_the_executor_writes_it() {
             {"name": "bash", "arguments": {"command": "echo x > critic.txt; rm -f made.txt; echo critic-ran"}}
         ]}),
         serde_json::json!({"step": "t1.scrutinize", "text": "nothing to add"}),
+        serde_json::json!({"step": "t1.validate", "tool_calls": [{"name": "bash", "arguments": {"command": "echo v > validator.txt; echo validator-ran"}}]}),
         serde_json::json!({"step": "t1.validate", "text": "VERDICT: ACCEPT"}),
     ];
     let transcript: String = turns.iter().map(|t| format!("{t}\n")).collect();
@@ -232,6 +233,9 @@ fn the_critic_reviews_a_read_only_workspace_and_the_executor_writes_it() {
         "original\n"
     );
     assert!(!ws.join("critic.txt").exists());
+    // Nor the planner nor the validator.
+    assert!(!ws.join("planner.txt").exists());
+    assert!(!ws.join("validator.txt").exists());
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(
         log.contains("critic-ran") || log.contains("Read-only file system"),

@@ -25,6 +25,8 @@ use crate::output::OutputBudget;
 /// The timeout of a verify command a model gave (a task's or a plan's), which has none of its
 /// own; the run's wall clock bounds it further.
 const MODEL_VERIFY_TIMEOUT: u64 = 600;
+/// What all of one verify attempt's model-given commands may take together.
+const MODEL_VERIFY_TOTAL: std::time::Duration = std::time::Duration::from_secs(1800);
 /// The most bytes of a phase's final message kept as its findings (scrutinize, validate).
 const MAX_FINDINGS: usize = 8 << 10;
 
@@ -204,7 +206,8 @@ impl Engine<'_> {
             return Ok(());
         };
         let outcome = self.tasks.outcome.clone().unwrap_or_default();
-        let text = message::decompose(&outcome, spec);
+        let previous = self.tasks.decompose.last_reason.clone();
+        let text = message::decompose(&outcome, spec, previous.as_deref());
         let step = phase_step(name, &spec.decompose, text);
         let run = PhaseRun {
             kind: PhaseKind::Decompose,
@@ -253,7 +256,7 @@ impl Engine<'_> {
                     .chain(&plan_verify)
                     .map(|text| model_command(text)),
             );
-            return self.verify(&name, attempt, &commands);
+            return self.verify(&name, attempt, &commands, spec.verify.len());
         }
         let (kind, agent) = match phase {
             "plan" => (PhaseKind::Plan, &spec.plan),
@@ -320,12 +323,16 @@ impl Engine<'_> {
         result
     }
 
-    /// A task's verify: its commands in order, each in its own session, until one fails.
+    /// A task's verify: its commands in order, each in its own session, until one fails. The
+    /// first `own` are the pipeline's; the rest, a model's, share [`MODEL_VERIFY_TOTAL`]. A
+    /// verify that leaves the work tree other than execute left it fails: what is committed is
+    /// what the critic reviewed.
     fn verify(
         &mut self,
         name: &StepName,
         attempt: Attempt,
         commands: &[CommandStep],
+        own: usize,
     ) -> Result<(), Failure> {
         self.budget = OutputBudget::new(self.cx.pipeline.isolation.output_limit_bytes());
         let steps: Vec<Step> = commands
@@ -349,7 +356,8 @@ impl Engine<'_> {
         let mut verdict = Verdict::Pass;
         let mut exit_code = None;
         let mut reason = None;
-        for step in &steps {
+        let model_deadline = std::time::Instant::now() + MODEL_VERIFY_TOTAL;
+        for (index, step) in steps.iter().enumerate() {
             let StepKind::Command(command) = &step.kind else {
                 continue;
             };
@@ -361,7 +369,20 @@ impl Engine<'_> {
                     text: format!("$ {shown}\n"),
                 },
             )?;
-            let spec = self.spec(step, attempt, Purpose::Step);
+            let mut spec = self.spec(step, attempt, Purpose::Step);
+            if index >= own {
+                let left = model_deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    verdict = Verdict::Fail;
+                    reason = Some(format!(
+                        "the task's and its plan's verify commands used their {} min together \
+                         before `{shown}`; verify fewer or faster commands",
+                        MODEL_VERIFY_TOTAL.as_secs() / 60
+                    ));
+                    break;
+                }
+                spec.timeout = Some(spec.timeout.map_or(left, |own| own.min(left)));
+            }
             let argv = argv(&command.command);
             let monitor = self.guard.as_ref().map(|guard| {
                 std::rc::Rc::new(RefCell::new(crate::resources::Monitor::new(guard.limits)))
@@ -392,7 +413,18 @@ impl Engine<'_> {
             }
         }
         self.check_budget()?;
-        let diff = self.diff_blob()?;
+        let diff = self.diff_blob(true)?;
+        if verdict == Verdict::Pass
+            && let Some((task, _)) = name.task()
+            && self.changed_since_execute(task, diff)?
+        {
+            verdict = Verdict::Fail;
+            reason = Some(format!(
+                "verify changed the work tree that execute left (`cordon diff --step {name} \
+                 --attempt {attempt}` shows it as it is now); verify commands must leave tracked \
+                 and unignored files as they found them — list build output in `.gitignore`"
+            ));
+        }
         let omitted = self.budget.omitted();
         self.append(
             Some(name),
@@ -406,6 +438,31 @@ impl Engine<'_> {
             },
         )?;
         Ok(())
+    }
+
+    /// Whether the work tree whose diff is `now` differs from the one `task`'s last execute
+    /// left: the same blob, or the same tree digest line, is the same tree.
+    fn changed_since_execute(
+        &self,
+        task: &str,
+        now: Option<cordon_protocol::event::BlobId>,
+    ) -> Result<bool, Failure> {
+        let executed = self.tasks.progress.get(task).and_then(|p| p.diff);
+        if executed == now {
+            return Ok(false);
+        }
+        let digest =
+            |blob: Option<cordon_protocol::event::BlobId>| -> Result<Option<Vec<u8>>, Failure> {
+                match blob {
+                    None => Ok(None),
+                    Some(blob) => Ok(self.cx.store.blob(blob)?.map(|bytes| {
+                        super::digest_line(&bytes)
+                            .map(<[u8]>::to_vec)
+                            .unwrap_or(bytes)
+                    })),
+                }
+            };
+        Ok(digest(executed)? != digest(now)?)
     }
 
     /// The validator accepted `task`: with `commit: per_task` its work is committed (message

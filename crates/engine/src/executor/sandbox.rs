@@ -99,7 +99,11 @@ impl Executor for SandboxExecutor {
         config.network = Network::None;
         config.read_only.clone_from(&spec.read_only);
         config.toolchains.clone_from(&self.toolchains);
-        config.caches.clone_from(&self.caches);
+        // A read-only session (an outcome's planner, critic or validator) writes nothing that
+        // outlives it: no persistent cache is mounted, so it cannot seed one for later sessions.
+        if !spec.workspace_read_only {
+            config.caches.clone_from(&self.caches);
+        }
         config.passed.clone_from(&self.passed.0);
         config.read_only.extend(self.passed.1.iter().cloned());
         config.hide.clone_from(&spec.hide);

@@ -21,10 +21,17 @@ pub struct Extra<'a> {
     pub per_task: bool,
 }
 
-/// The decompose step's message.
-pub fn decompose(outcome: &str, spec: &OutcomeSpec) -> String {
+/// The decompose step's message; `previous`: why the last attempt ended without a graph.
+pub fn decompose(outcome: &str, spec: &OutcomeSpec, previous: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## Outcome\n\n{}\n", outcome.trim_end());
+    if let Some(why) = previous {
+        let _ = writeln!(
+            out,
+            "## The last attempt\n\nIt ended without an accepted graph: {}\n",
+            why.trim_end()
+        );
+    }
     let _ = writeln!(
         out,
         "Break this outcome into a graph of tasks and submit it with the `submit_tasks` tool \

@@ -422,11 +422,12 @@ fn an_outcome_goes_from_a_graph_through_every_phase_of_each_task() {
     );
     // The first execute after a replan is no revision.
     assert!(!roles.prompt_of("t2.execute", 2).contains("## Revision"));
-    // Every phase step's events carry the task; the scrutinize sessions were read-only.
+    // Only execute and verify write: decompose, the planner, the critic and the validator
+    // run on a read-only workspace.
     for opened in &h.fake.opened {
         assert_eq!(
             opened.read_only,
-            opened.step.ends_with(".scrutinize"),
+            !(opened.step.ends_with(".execute") || opened.step.ends_with(".verify")),
             "{}",
             opened.step
         );
@@ -602,6 +603,13 @@ fn a_decompose_without_a_valid_graph_fails_the_run_after_its_attempts() {
     assert_eq!(
         phases(&h),
         ["decompose@1:fail", "decompose@2:fail", "decompose@3:fail"]
+    );
+    assert!(
+        roles.prompt_of("decompose", 2).contains(
+            "It ended without an accepted graph: it ended without an accepted `submit_tasks` call"
+        ),
+        "the next attempt is told why: {}",
+        roles.prompt_of("decompose", 2)
     );
     let reason = h.state().reason.unwrap_or_default();
     assert!(
@@ -780,4 +788,42 @@ fn each_commit_mode_commits_as_it_says_and_once_across_a_resume() {
             "commit: {mode}: one commit.created per commit"
         );
     }
+}
+
+#[test]
+fn a_verify_that_changes_the_work_tree_fails_so_only_reviewed_work_is_committed() {
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline(&PIPELINE.replace("commit: none", "commit: per_task"));
+    with_git(&mut h);
+    // The first verify of t1 passes its command but writes a file nobody reviewed.
+    h.fake.on(
+        "test-t1",
+        1,
+        Behaviour {
+            writes: vec![("sneaky.txt".into(), "unreviewed\n".into())],
+            ..Behaviour::default()
+        },
+    );
+    let mut roles = reference(h.workspace.clone());
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
+    let verify = h
+        .records()
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::StepFinished {
+                verdict: cordon_protocol::event::Verdict::Fail,
+                reason: Some(reason),
+                ..
+            } if r.step.as_ref().is_some_and(|s| s.as_str() == "t1.verify") => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("t1's first verify failed");
+    assert!(
+        verify.starts_with("verify changed the work tree that execute left"),
+        "{verify}"
+    );
+    // The revision's execute took the file in, so the critic saw it before it was committed.
+    let critic = roles.prompt_of("t1.scrutinize", 2);
+    assert!(critic.contains("sneaky.txt"), "{critic}");
+    assert!(log(&h).contains("t1: Parse the flag|t1"));
 }
