@@ -82,7 +82,12 @@ pub struct Engine<'a> {
     observer: &'a mut dyn Observer,
     /// The work tree and diff blob of the last diff taken, so an attempt that changed nothing
     /// reuses the blob.
-    last_diff: Option<(cordon_git::Flat, Option<cordon_protocol::event::BlobId>)>,
+    /// Keyed by the changes against `HEAD`, not the work tree alone: a step that moved `HEAD`
+    /// (with `allow_git_mutations`) and left the work tree changes the diff.
+    last_diff: Option<(
+        Vec<(Vec<u8>, cordon_git::Change)>,
+        Option<cordon_protocol::event::BlobId>,
+    )>,
     /// Blob ids of work-tree files already hashed, by path and metadata.
     cache: cordon_git::StatCache,
     /// The current attempt's stored output against `isolation.output_limit`.
@@ -828,7 +833,11 @@ impl<'a> Engine<'a> {
             },
             // A read-only session (an outcome run's scrutinize) cannot change the git
             // directory either.
-            allow_git_mutations: isolation.allow_git_mutations && !read_only,
+            // Nor does any phase of an outcome run: cordon commits each task itself, and a phase
+            // that moved `HEAD` would hide its change from the critic (validation refuses it).
+            allow_git_mutations: isolation.allow_git_mutations
+                && !read_only
+                && self.cx.pipeline.outcome.is_none(),
             workspace_read_only: read_only,
         }
     }
@@ -1062,7 +1071,7 @@ impl<'a> Engine<'a> {
             }
         };
         if let Some((last, blob)) = &self.last_diff
-            && *last == diff.flat
+            && *last == diff.changes
             && diff.skipped.is_empty()
         {
             return Ok(*blob);
@@ -1082,7 +1091,7 @@ impl<'a> Engine<'a> {
                     .put_blob(self.cx.run, &self.cx.secrets.scrub_bytes(&patch))?,
             )
         };
-        self.last_diff = Some((diff.flat, blob));
+        self.last_diff = Some((diff.changes, blob));
         Ok(blob)
     }
 }

@@ -130,6 +130,20 @@ pub(crate) fn pipeline(
             None => (None, None, None),
         },
     };
+    // An outcome commits each task itself; a phase that could move `HEAD` would hide what it
+    // committed from the critic, whose diff is taken against `HEAD`.
+    if let (Some(Some(_)), Some(isolation)) = (&outcome, &isolation)
+        && isolation.allow_git_mutations
+        && let Some(at) = fields.get("isolation").map(|n| n.at)
+    {
+        out.error(
+            at,
+            "`isolation.allow_git_mutations` does not apply to an outcome pipeline: cordon \
+             commits each accepted task itself, and a phase that moved `HEAD` would hide its \
+             change from the critic; remove it",
+        );
+        return None;
+    }
     Some(Pipeline {
         name: name?,
         llm: match llm {

@@ -15,19 +15,42 @@ fn is_bidi(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
 }
 
-/// Whether `c` is invisible or breaks a line without being a newline (soft hyphen, zero-width
-/// characters, the word joiner and invisible operators, the byte order mark, the line and
-/// paragraph separators): shown raw it would disguise a title or a file name.
+/// Whether `c` is invisible or breaks a line without being a newline: Unicode's format
+/// characters (general category Cf: soft hyphen, zero-width characters, the word joiner and
+/// invisible operators, deprecated format controls, the byte order mark, interlinear
+/// annotation, tag characters), the line and paragraph separators, and the characters that
+/// render as blanks without being spaces (Hangul fillers, Khmer inherent vowels, the combining
+/// grapheme joiner, variation selectors, musical formatting). Shown raw any of them would
+/// disguise or hide text in a title or a file name.
 fn is_invisible(c: char) -> bool {
     matches!(
         c,
         '\u{ad}'
-            | '\u{180e}'
+            | '\u{34f}'
+            | '\u{600}'..='\u{605}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
             | '\u{200b}'..='\u{200d}'
-            | '\u{2028}'
-            | '\u{2029}'
+            | '\u{2028}'..='\u{2029}'
             | '\u{2060}'..='\u{2064}'
+            | '\u{206a}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
             | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}'
     )
 }
 
@@ -128,6 +151,11 @@ mod tests {
                 "iso\\u{2066}late\\u{2069}",
             ),
             ("caf\u{e9} ok", "caf\u{e9} ok", "caf\u{e9} ok"),
+            (
+                "tag\u{e0041}fill\u{3164}vs\u{fe0f}",
+                "tag\\u{e0041}fill\\u{3164}vs\\u{fe0f}",
+                "tag\\u{e0041}fill\\u{3164}vs\\u{fe0f}",
+            ),
             (
                 "zero\u{200b}width\u{2028}sep\u{ad}\u{feff}",
                 "zero\\u{200b}width\\u{2028}sep\\u{00ad}\\u{feff}",

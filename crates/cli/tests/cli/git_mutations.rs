@@ -246,3 +246,34 @@ fn the_git_work_of_a_session_killed_with_cordon_is_imported_by_the_next_session(
     assert_eq!(subject(&f.ws, "main"), "sandbox 2");
     assert_eq!(subject(&f.ws, "main~1"), "sandbox 1");
 }
+
+#[test]
+fn a_step_that_commits_what_the_step_before_it_changed_records_no_stale_diff() {
+    // `edit` changes the work tree; `commit` commits it in the sandbox, leaving the work tree as
+    // it was: its recorded diff is empty (HEAD moved), not `edit`'s again.
+    let yaml = format!(
+        "name: mutations\nisolation:\n  allow_git_mutations: true\nsteps:\n  - name: edit\n    \
+         command: [sh, -c, 'echo changed > new.txt']\n  - name: commit\n    command: [sh, -c, \
+         'git add new.txt && {GIT} commit -q -m in-sandbox']\n"
+    );
+    let f = Fixture::new(&yaml);
+    let out = f.run(&["--no-ui", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let diffs: Vec<(String, bool)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|v| v["type"] == "step.finished")
+        .map(|v| {
+            (
+                v["step"].as_str().unwrap_or_default().to_owned(),
+                v["data"].get("diff").is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        diffs,
+        [("edit".to_owned(), true), ("commit".to_owned(), false)],
+        "the second step's diff is against the HEAD it moved"
+    );
+    assert_eq!(subject(&f.ws, "HEAD"), "in-sandbox");
+}

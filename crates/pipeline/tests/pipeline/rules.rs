@@ -347,3 +347,13 @@ fn outcome_phases_are_agent_names_or_agent_step_mappings() {
         loaded.warnings
     );
 }
+
+#[test]
+fn an_outcome_pipeline_refuses_git_mutations() {
+    check(
+        "outcome_git_mutations",
+        &format!(
+            "name: x\n{LLM}isolation: {{allow_git_mutations: true}}\noutcome:\n  decompose: dev\n  plan: dev\n  execute: dev\n  scrutinize: dev\n  validate: dev\n"
+        ),
+    );
+}
