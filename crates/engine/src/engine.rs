@@ -84,10 +84,7 @@ pub struct Engine<'a> {
     /// reuses the blob.
     /// Keyed by the changes against `HEAD`, not the work tree alone: a step that moved `HEAD`
     /// (with `allow_git_mutations`) and left the work tree changes the diff.
-    last_diff: Option<(
-        Vec<(Vec<u8>, cordon_git::Change)>,
-        Option<cordon_protocol::event::BlobId>,
-    )>,
+    last_diff: Option<LastDiff>,
     /// Blob ids of work-tree files already hashed, by path and metadata.
     cache: cordon_git::StatCache,
     /// The current attempt's stored output against `isolation.output_limit`.
@@ -99,6 +96,12 @@ pub struct Engine<'a> {
     /// The outcome phase the attempt running now belongs to.
     phase: Option<outcome::PhaseRun>,
 }
+
+/// The changes against `HEAD` of the last diff taken, and its blob.
+type LastDiff = (
+    Vec<(Vec<u8>, cordon_git::Change)>,
+    Option<cordon_protocol::event::BlobId>,
+);
 
 pub(crate) enum Failure {
     Stop,
