@@ -461,6 +461,17 @@ impl<'a> Engine<'a> {
         // a command stopped by the wall clock, is not the step's verdict).
         self.check_budget()?;
         let diff = self.diff_blob(pipeline.outcome.is_some())?;
+        self.step_finished(name, attempt, (verdict, exit_code, reason), diff)
+    }
+
+    /// Appends the attempt's `step.finished` with its diff and the output it did not store.
+    fn step_finished(
+        &mut self,
+        name: &StepName,
+        attempt: Attempt,
+        (verdict, exit_code, reason): (Verdict, Option<i32>, Option<String>),
+        diff: Option<cordon_protocol::event::BlobId>,
+    ) -> Result<(), Failure> {
         let omitted = self.budget.omitted();
         self.append(
             Some(name),

@@ -16,20 +16,12 @@ pub struct Args {
     /// which a given one must be]
     #[arg(value_name = "PIPELINE")]
     pipeline: Option<PathBuf>,
-    /// The workspace, the top of a git work tree [default: the top of the git work tree
-    /// containing PIPELINE].
-    #[arg(short = 'w', long = "workspace", value_name = "DIR")]
-    workspace: Option<PathBuf>,
     /// The run's attempt budget, instead of the pipeline's `max_attempts`.
     #[arg(long, value_name = "N")]
     max_attempts: Option<NonZeroU32>,
     /// Print the resolved plan and exit: runs nothing, touches nothing, needs no API key.
     #[arg(long, conflicts_with_all = ["resume", "resume_last"])]
     dry_run: bool,
-    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
-    /// ~/.local/state/cordon]
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
     /// Continue a stopped run (its id, or a unique prefix of it)
     #[arg(long, value_name = "RUN_ID", conflicts_with = "resume_last")]
     resume: Option<String>,
@@ -39,6 +31,31 @@ pub struct Args {
     /// Rerun setup hooks even when their stamp says they are up to date
     #[arg(long)]
     refresh: bool,
+    /// The task for this run, appended to every agent step's task message (recorded in
+    /// `run.started`; a resumed run keeps its own)
+    #[arg(long, value_name = "TEXT", conflicts_with = "prompt_file")]
+    prompt: Option<String>,
+    /// As --prompt, the text read from FILE (a regular file of at most 1 MiB, UTF-8)
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Option<PathBuf>,
+    #[command(flatten)]
+    shared: Shared,
+    /// `cordon do`'s outcome.
+    #[arg(skip)]
+    outcome: Option<String>,
+}
+
+/// The flags `cordon run` and `cordon do` share.
+#[derive(Debug, clap::Args)]
+pub struct Shared {
+    /// The workspace, the top of a git work tree [default: the top of the git work tree
+    /// containing the pipeline].
+    #[arg(short = 'w', long = "workspace", value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
+    /// ~/.local/state/cordon]
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     /// Print the run's events as JSON lines on stdout
     #[arg(long)]
     json: bool,
@@ -61,27 +78,17 @@ pub struct Args {
     /// `step`/`attempt` selectors), to replay it offline with `llm: {provider: replay}`
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
-    /// The task for this run, appended to every agent step's task message (recorded in
-    /// `run.started`; a resumed run keeps its own)
-    #[arg(long, value_name = "TEXT", conflicts_with = "prompt_file")]
-    prompt: Option<String>,
-    /// As --prompt, the text read from FILE (a regular file of at most 1 MiB, UTF-8)
-    #[arg(long, value_name = "FILE")]
-    prompt_file: Option<PathBuf>,
     /// The run's token budget (input + output of every model call), instead of the pipeline's
     /// `budget.tokens`; raise it to resume a run that spent its budget
     #[arg(long, value_name = "N")]
     budget_tokens: Option<std::num::NonZeroU64>,
     /// The run's cost budget in US dollars (needs `llm.pricing`), instead of `budget.cost_usd`
     #[arg(long, value_name = "USD", value_parser = usd)]
-    pub(super) budget_cost: Option<f64>,
+    budget_cost: Option<f64>,
     /// The run's wall-clock budget (`90s`, `30m`, `2h`: time a cordon process held the run,
     /// not restarted by a resume), instead of `budget.wall_clock`
     #[arg(long, value_name = "DURATION", value_parser = wall_clock)]
     budget_wall_clock: Option<std::num::NonZeroU64>,
-    /// `cordon do`'s outcome.
-    #[arg(skip)]
-    outcome: Option<String>,
 }
 
 /// `cordon do "OUTCOME"`: an outcome run (DESIGN §13).
@@ -94,46 +101,11 @@ pub struct DoArgs {
     /// The outcome pipeline [default: ./outcome.yaml]
     #[arg(long, value_name = "FILE")]
     pipeline: Option<PathBuf>,
-    /// The workspace, the top of a git work tree [default: the top of the git work tree
-    /// containing the pipeline].
-    #[arg(short = 'w', long = "workspace", value_name = "DIR")]
-    workspace: Option<PathBuf>,
-    /// Where runs are stored [default: $CORDON_STATE_DIR, $XDG_STATE_HOME/cordon or
-    /// ~/.local/state/cordon]
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
     /// The attempts of the decompose step, instead of the pipeline's `max_attempts`.
     #[arg(long, value_name = "N")]
     max_attempts: Option<NonZeroU32>,
-    /// Print the run's events as JSON lines on stdout
-    #[arg(long)]
-    json: bool,
-    /// Show only step lines, notices and the summary
-    #[arg(long)]
-    quiet: bool,
-    /// Serve no live page for the run
-    #[arg(long, conflicts_with = "ui")]
-    no_ui: bool,
-    /// Where the run's live page listens, a loopback address [default: 127.0.0.1:8321, or the
-    /// next free port]
-    #[arg(long, value_name = "ADDR", value_parser = super::ui::loopback_addr)]
-    ui: Option<std::net::SocketAddr>,
-    /// The operator policy file, outside the workspace [default: $XDG_CONFIG_HOME/cordon/policy.toml
-    /// or ~/.config/cordon/policy.toml, if it exists]
-    #[arg(long, value_name = "FILE")]
-    policy: Option<PathBuf>,
-    /// Write every model turn of the run to FILE as a replay transcript
-    #[arg(long, value_name = "FILE")]
-    record: Option<PathBuf>,
-    /// The run's token budget (input + output of every model call), instead of `budget.tokens`
-    #[arg(long, value_name = "N")]
-    budget_tokens: Option<std::num::NonZeroU64>,
-    /// The run's cost budget in US dollars (needs `llm.pricing`), instead of `budget.cost_usd`
-    #[arg(long, value_name = "USD", value_parser = usd)]
-    budget_cost: Option<f64>,
-    /// The run's wall-clock budget (`90s`, `30m`, `2h`), instead of `budget.wall_clock`
-    #[arg(long, value_name = "DURATION", value_parser = wall_clock)]
-    budget_wall_clock: Option<std::num::NonZeroU64>,
+    #[command(flatten)]
+    shared: Shared,
 }
 
 /// The file in the current directory `cordon do` uses when no `--pipeline` is given.
@@ -164,24 +136,14 @@ pub fn run_outcome(args: DoArgs) -> anyhow::Result<ExitCode> {
     };
     execute::run(Args {
         pipeline: Some(pipeline),
-        workspace: args.workspace,
         max_attempts: args.max_attempts,
         dry_run: false,
-        state_dir: args.state_dir,
         resume: None,
         resume_last: false,
         refresh: false,
-        json: args.json,
-        quiet: args.quiet,
-        no_ui: args.no_ui,
-        ui: args.ui,
-        policy: args.policy,
-        record: args.record,
         prompt: None,
         prompt_file: None,
-        budget_tokens: args.budget_tokens,
-        budget_cost: args.budget_cost,
-        budget_wall_clock: args.budget_wall_clock,
+        shared: args.shared,
         outcome: Some(args.outcome),
     })
 }
@@ -200,9 +162,9 @@ fn wall_clock(text: &str) -> Result<std::num::NonZeroU64, String> {
 /// The `--budget-*` flags.
 pub fn budget(args: &Args) -> cordon_engine::budget::Overrides {
     cordon_engine::budget::Overrides {
-        tokens: args.budget_tokens,
-        cost_usd: args.budget_cost,
-        wall_clock: args.budget_wall_clock,
+        tokens: args.shared.budget_tokens,
+        cost_usd: args.shared.budget_cost,
+        wall_clock: args.shared.budget_wall_clock,
     }
 }
 
@@ -278,7 +240,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let workspace = match cordon_engine::run::locate_workspace(
-        args.workspace.as_deref(),
+        args.shared.workspace.as_deref(),
         &pipeline_path,
         &pipeline_file,
     ) {

@@ -7,25 +7,17 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::run::{Fixture, git, stderr};
-use crate::support::cordon_bin;
 
 #[test]
 fn the_offline_example_fixes_the_bug_and_ends_in_a_commit() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fix-calculator/run.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .env("CORDON", cordon_bin())
-        .env("CORDON_STATE_DIR", tmp.path().join("state"))
-        .env("TMPDIR", tmp.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run.sh");
+    let out = crate::support::run_example("fix-calculator", tmp.path());
     let err = stderr(&out);
     let log = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{err}\n{log}");

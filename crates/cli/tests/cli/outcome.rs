@@ -86,15 +86,7 @@ fn expected_commits() -> Vec<(String, String)> {
 #[test]
 fn the_offline_outcome_example_commits_each_accepted_task() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let script = example().join("run.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .env("CORDON", cordon_bin())
-        .env("CORDON_STATE_DIR", tmp.path().join("state"))
-        .env("TMPDIR", tmp.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run.sh");
+    let out = crate::support::run_example("outcome-report-json", tmp.path());
     let err = stderr(&out);
     let log = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{err}\n{log}");

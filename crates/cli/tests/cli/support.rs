@@ -66,3 +66,19 @@ pub fn read_all(mut stream: TcpStream) -> String {
     stream.read_to_string(&mut text).expect("read");
     text
 }
+
+/// Runs `examples/<name>/run.sh` with this build of cordon, its state and copies under `tmp`.
+pub fn run_example(name: &str, tmp: &std::path::Path) -> std::process::Output {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+        .join("run.sh");
+    Command::new("bash")
+        .arg(&script)
+        .env("CORDON", cordon_bin())
+        .env("CORDON_STATE_DIR", tmp.join("state"))
+        .env("TMPDIR", tmp)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run.sh")
+}

@@ -425,19 +425,7 @@ impl Engine<'_> {
                  and unignored files as they found them — list build output in `.gitignore`"
             ));
         }
-        let omitted = self.budget.omitted();
-        self.append(
-            Some(name),
-            Event::StepFinished {
-                attempt,
-                verdict,
-                exit_code,
-                reason,
-                diff,
-                output_omitted_bytes: (omitted > 0).then_some(omitted),
-            },
-        )?;
-        Ok(())
+        self.step_finished(name, attempt, (verdict, exit_code, reason), diff)
     }
 
     /// Whether the work tree whose diff is `now` differs from the one `task`'s last execute

@@ -35,7 +35,7 @@ fn report(err: &RunError) -> ExitCode {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let source = StateDirSource::from_env(args.state_dir.clone());
+    let source = StateDirSource::from_env(args.shared.state_dir.clone());
     let state_dir = match StateDir::resolve(&source) {
         Ok(dir) => dir,
         Err(err) => return Ok(report(&RunError::from(err))),
@@ -68,11 +68,11 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         let pipeline = super::default_pipeline(args.pipeline.clone()).map_err(RunError::usage)?;
         Start::Fresh {
             pipeline,
-            workspace: args.workspace.clone(),
+            workspace: args.shared.workspace.clone(),
         }
     };
     let operator = |workspace: &std::path::Path| {
-        crate::operator::load(args.policy.as_deref(), Some(workspace))
+        crate::operator::load(args.shared.policy.as_deref(), Some(workspace))
     };
     let env = |name: &str| std::env::var_os(name);
     let request = Request {
@@ -80,7 +80,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         state_dir,
         max_attempts: args.max_attempts,
         refresh: args.refresh,
-        record: args.record.clone(),
+        record: args.shared.record.clone(),
         prompt: super::prompt(args).map_err(RunError::usage)?,
         budget: super::budget(args),
         outcome: args.outcome.clone(),
@@ -97,7 +97,7 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         }
         Prepared::Ready(ready) => ready,
     };
-    if args.budget_cost.is_some() && ready.pipeline.pricing.is_none() {
+    if args.shared.budget_cost.is_some() && ready.pipeline.pricing.is_none() {
         return Err(RunError::usage(
             "`--budget-cost` needs `llm.pricing` to count cost; add `pricing: {input: 3, \
              output: 15}` (US dollars per million tokens) under `llm`"
@@ -115,14 +115,14 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         ready.run,
         &ready.pipeline.name,
         ui::graph(&ready.pipeline),
-        Mode::detect(args.json),
+        Mode::detect(args.shared.json),
     );
     progress.set_memory_cap(ready.pipeline.isolation.memory.map(|m| m.bytes()));
-    progress.set_quiet(args.quiet);
+    progress.set_quiet(args.shared.quiet);
     if ready.resumed() {
         progress.catch_up(&ready.records()?);
     }
-    let json = args.json;
+    let json = args.shared.json;
     let mut observer = |record: &Record| {
         if json {
             let mut out = std::io::stdout().lock();
@@ -173,13 +173,13 @@ fn serve_page(
     run: RunId,
     pipeline: &cordon_pipeline::Pipeline,
 ) -> Result<Option<ui::RunUi>, RunError> {
-    if args.no_ui {
+    if args.shared.no_ui {
         return Ok(None);
     }
-    ui::serve_run(state_dir, run, pipeline, args.ui)
+    ui::serve_run(state_dir, run, pipeline, args.shared.ui)
         .map(Some)
         .map_err(|err| RunError {
-            class: if args.ui.is_some() {
+            class: if args.shared.ui.is_some() {
                 ErrorClass::Usage
             } else {
                 ErrorClass::Runtime
