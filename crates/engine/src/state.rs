@@ -185,14 +185,7 @@ impl RunState {
             }
             Event::StepOutput { text, .. } => {
                 if matches!(self.position, Position::Running { .. }) {
-                    self.tail.push_str(text);
-                    if self.tail.len() > 2 * OUTPUT_TAIL {
-                        let mut cut = self.tail.len() - OUTPUT_TAIL;
-                        while !self.tail.is_char_boundary(cut) {
-                            cut += 1;
-                        }
-                        self.tail.drain(..cut);
-                    }
+                    push_tail(&mut self.tail, text);
                 }
             }
             Event::StepFinished {
@@ -307,7 +300,20 @@ impl RunState {
     }
 }
 
-fn tail_of(text: &str) -> String {
+/// Appends `text` to a running step's `tail`, keeping it between [`OUTPUT_TAIL`] and twice that.
+pub(crate) fn push_tail(tail: &mut String, text: &str) {
+    tail.push_str(text);
+    if tail.len() > 2 * OUTPUT_TAIL {
+        let mut cut = tail.len() - OUTPUT_TAIL;
+        while !tail.is_char_boundary(cut) {
+            cut += 1;
+        }
+        tail.drain(..cut);
+    }
+}
+
+/// The last [`OUTPUT_TAIL`] bytes of `text`, from a character boundary.
+pub(crate) fn tail_of(text: &str) -> String {
     if text.len() <= OUTPUT_TAIL {
         return text.to_owned();
     }

@@ -15,7 +15,7 @@ use cordon_protocol::event::{PlannedTask, RunKind, TaskPhase, Verdict};
 use cordon_protocol::{Attempt, Event, Record, StepName};
 
 use super::submit::{Plan, SUBMIT_PLAN, plan_of};
-use crate::state::OUTPUT_TAIL;
+use crate::state::{push_tail, tail_of};
 
 /// The name of the decompose step.
 pub const DECOMPOSE: &str = "decompose";
@@ -177,16 +177,7 @@ impl TaskFold {
                     progress.running = Some((phase, *attempt));
                 }
             }
-            Event::StepOutput { text, .. } => {
-                self.tail.push_str(text);
-                if self.tail.len() > 2 * OUTPUT_TAIL {
-                    let mut cut = self.tail.len() - OUTPUT_TAIL;
-                    while !self.tail.is_char_boundary(cut) {
-                        cut += 1;
-                    }
-                    self.tail.drain(..cut);
-                }
-            }
+            Event::StepOutput { text, .. } => push_tail(&mut self.tail, text),
             Event::StepFinished {
                 attempt,
                 verdict,
@@ -305,15 +296,4 @@ impl TaskFold {
             _ => {}
         }
     }
-}
-
-fn tail_of(text: &str) -> String {
-    if text.len() <= OUTPUT_TAIL {
-        return text.to_owned();
-    }
-    let mut cut = text.len() - OUTPUT_TAIL;
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    text[cut..].to_owned()
 }
