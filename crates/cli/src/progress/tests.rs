@@ -433,3 +433,124 @@ fn a_resumed_runs_time_counts_only_while_a_process_held_it() {
         "{summary}"
     );
 }
+
+#[test]
+fn an_outcome_run_shows_a_task_table_live_and_at_the_end() {
+    use cordon_protocol::event::{PlannedTask, RunKind, TaskPhase};
+    let mut view = RunView::new(RunId::from_u128(1 << 90), "p", None);
+    view.set_held(true);
+    let task = |id: &str, title: &str| PlannedTask {
+        id: id.to_owned(),
+        title: title.to_owned(),
+        depends_on: Vec::new(),
+        description: String::new(),
+        acceptance: Vec::new(),
+        verify: Vec::new(),
+    };
+    let records = [
+        record(
+            1,
+            0,
+            None,
+            Event::RunStarted {
+                pipeline: "p".into(),
+                workspace: "/w".into(),
+                attempt: Attempt::FIRST,
+                max_attempts: 3,
+                prompt: None,
+                kind: RunKind::Outcome,
+                outcome: Some("o".into()),
+            },
+        ),
+        record(
+            2,
+            10,
+            Some("decompose"),
+            Event::TasksPlanned {
+                tasks: vec![
+                    task("t1", "Parse the flag"),
+                    task(
+                        "t2",
+                        "a \u{1b}[31mred\u{1b}[0m title that is much longer than the column",
+                    ),
+                ],
+            },
+        ),
+        record(
+            3,
+            20,
+            None,
+            Event::TaskState {
+                task: "t1".into(),
+                state: TaskPhase::Executing,
+                revision: 1,
+                replan: 0,
+                reason: Some("verify failed: `make` exited with status 2\nmore".into()),
+            },
+        ),
+        record(
+            4,
+            30,
+            Some("t1.execute"),
+            Event::StepStarted {
+                attempt: Attempt::new(2).expect("attempt"),
+            },
+        ),
+    ];
+    for r in &records {
+        view.apply(r);
+    }
+    assert_eq!(
+        notice(&view, &records[2]).as_deref(),
+        Some(
+            "task t1  executing  revision 1, replans 0: verify failed: `make` exited with status 2"
+        )
+    );
+    assert_eq!(
+        notice(&view, &records[1]).as_deref(),
+        Some("planned 2 tasks: t1, t2")
+    );
+    let live: Vec<String> = live_lines(&view, T0 + 40, 0, None)
+        .into_iter()
+        .map(|l| strip(&l))
+        .collect();
+    assert_eq!(
+        live[..3],
+        [
+            "task  title                             state         phase       revision  replans",
+            "t1    Parse the flag                    executing     execute            1        0",
+            "t2    a \\e[31mred\\e[0m title that is m…  pending       -                  0        0",
+        ]
+    );
+    assert!(
+        live[3].contains("t1.execute") && live[3].contains("running"),
+        "{live:?}"
+    );
+    assert_eq!(
+        live.len(),
+        4,
+        "only the running phase step is listed under the table"
+    );
+    view.set_held(false);
+    let end = summary(&view, T0 + 50);
+    assert!(end.starts_with("task  title"), "{end}");
+    assert!(end.contains("\nrun "), "{end}");
+}
+
+/// A live line without its colour codes.
+fn strip(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -434,3 +434,95 @@ fn a_step_keeps_its_latest_attempts_latest_resource_sample() {
         }
     }
 }
+
+#[test]
+fn an_outcome_runs_tasks_follow_the_graph_decompose_submitted_and_their_moves() {
+    use cordon_protocol::event::{PlannedTask, RunKind, TaskPhase};
+    let planned = |ids: &[&str]| Event::TasksPlanned {
+        tasks: ids
+            .iter()
+            .map(|id| PlannedTask {
+                id: (*id).to_owned(),
+                title: format!("Title {id}"),
+                depends_on: if *id == "t2" {
+                    vec!["t1".to_owned()]
+                } else {
+                    Vec::new()
+                },
+                description: String::new(),
+                acceptance: Vec::new(),
+                verify: Vec::new(),
+            })
+            .collect(),
+    };
+    let moved = |task: &str, state, revision| Event::TaskState {
+        task: task.to_owned(),
+        state,
+        revision,
+        replan: 0,
+        reason: Some("why".to_owned()),
+    };
+    let events: Vec<(Option<&'static str>, Event)> = vec![
+        (
+            None,
+            Event::RunStarted {
+                pipeline: "p".into(),
+                workspace: "/w".into(),
+                attempt: attempt(1),
+                max_attempts: 3,
+                prompt: None,
+                kind: RunKind::Outcome,
+                outcome: Some("Do it.".into()),
+            },
+        ),
+        started("decompose", 1),
+        // A first submission the interrupted attempt made, then the one that counts.
+        (Some("decompose"), planned(&["x"])),
+        (Some("decompose"), planned(&["t1", "t2"])),
+        finished("decompose", 1, Verdict::Pass),
+        // A graph logged by another step is not the run's.
+        (Some("t1.plan"), planned(&["zz"])),
+        (None, moved("t1", TaskPhase::Executing, 1)),
+        (None, moved("nope", TaskPhase::Done, 0)),
+        started("t1.execute", 2),
+    ];
+    let mut view = RunView::new(RunId::from_u128(1), "p", None);
+    view.set_held(true);
+    for (i, (step, event)) in events.into_iter().enumerate() {
+        let seq = u64::try_from(i).unwrap_or(0) + 1;
+        view.apply(&Record {
+            run: RunId::from_u128(1),
+            seq,
+            ts: Timestamp(seq * 1000),
+            step: step.map(name),
+            event,
+        });
+    }
+    assert_eq!(view.kind, RunKind::Outcome);
+    assert_eq!(view.goal.as_deref(), Some("Do it."));
+    let tasks: Vec<(&str, TaskPhase, u32, Option<&str>, Option<&str>)> = view
+        .tasks
+        .iter()
+        .map(|t| {
+            (
+                t.id.as_str(),
+                t.state,
+                t.revision,
+                t.phase(),
+                t.depends_on.first().map(String::as_str),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            ("t1", TaskPhase::Executing, 1, Some("execute"), None),
+            ("t2", TaskPhase::Pending, 0, None, Some("t1")),
+        ]
+    );
+    // The phase steps are steps like any other.
+    assert!(view.steps().iter().any(|s| s.name.as_str() == "t1.execute"));
+    let json = serde_json::to_value(&view).expect("json");
+    assert_eq!(json["kind"], "outcome");
+    assert_eq!(json["tasks"][0]["state"], "executing");
+}
