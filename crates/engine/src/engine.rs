@@ -80,10 +80,9 @@ pub struct Engine<'a> {
     cx: RunContext<'a>,
     state: RunState,
     observer: &'a mut dyn Observer,
-    /// The work tree and diff blob of the last diff taken, so an attempt that changed nothing
-    /// reuses the blob.
-    /// Keyed by the changes against `HEAD`, not the work tree alone: a step that moved `HEAD`
-    /// (with `allow_git_mutations`) and left the work tree changes the diff.
+    /// The changes against `HEAD` and the diff blob of the last diff taken, so an attempt that
+    /// changed nothing reuses the blob. Keyed by the changes, not the work tree alone: a step
+    /// that moved `HEAD` (with `allow_git_mutations`) and left the work tree changes the diff.
     last_diff: Option<LastDiff>,
     /// Blob ids of work-tree files already hashed, by path and metadata.
     cache: cordon_git::StatCache,
@@ -103,7 +102,7 @@ type LastDiff = (
     Option<cordon_protocol::event::BlobId>,
 );
 
-pub(crate) enum Failure {
+enum Failure {
     Stop,
     Error(EngineError),
 }
@@ -418,7 +417,7 @@ impl<'a> Engine<'a> {
                     .replace("{name}", &self.cx.pipeline.name)
                     .replace("{run_id}", &self.cx.run.to_string());
                 let trailer = format!("Cordon-Run: {}", self.cx.run);
-                self.commit(name, &message, &trailer)?
+                self.commit(Some(name), &message, &trailer)?
             }
             StepKind::Agent(agent) => self.agent_step(step, agent, attempt, monitor.as_ref())?,
         };
@@ -609,7 +608,7 @@ impl<'a> Engine<'a> {
         }
         // An outcome phase's message says everything it needs; the run's retry feedback is a
         // steps run's.
-        let feedback = if step.name.task().is_some() || self.cx.pipeline.outcome.is_some() {
+        let feedback = if self.cx.pipeline.outcome.is_some() {
             Vec::new()
         } else {
             self.state.feedback.clone()
@@ -690,11 +689,7 @@ impl<'a> Engine<'a> {
         }
         let mut spec = self.spec(step, attempt, Purpose::Setup);
         spec.network = hook.network.clone();
-        // A phase step's hook gets its task's grants, never the run's.
-        spec.grants = match step.name.task() {
-            Some((task, _)) => self.tasks.grants_for(task, &hook.network),
-            None => self.grants_for(&hook.network),
-        };
+        spec.grants = self.grants_for(&step.name, &hook.network);
         let argv = argv(&hook.command);
         let started = std::time::Instant::now();
         // Guarded like the step itself, with a monitor of its own.
@@ -758,7 +753,12 @@ impl<'a> Engine<'a> {
     }
 
     /// The run's grants for a session with `network`: all of them when it takes grants.
-    fn grants_for(&self, network: &cordon_pipeline::Network) -> Vec<String> {
+    /// The grants a session of `step` with `network` gets: when the network takes grants, the
+    /// run's — or, for an outcome run's phase step, only its task's.
+    fn grants_for(&self, step: &StepName, network: &cordon_pipeline::Network) -> Vec<String> {
+        if let Some((task, _)) = step.task() {
+            return self.tasks.grants_for(task, network);
+        }
         match network {
             cordon_pipeline::Network::Allowlist(list) if list.grants => self.state.grants.clone(),
             cordon_pipeline::Network::Allowlist(_)
@@ -798,10 +798,7 @@ impl<'a> Engine<'a> {
             (Some(own), Some(left)) => Some(own.min(left)),
             (own, left) => own.or(left),
         };
-        let grants = match step.name.task() {
-            Some((task, _)) => self.tasks.grants_for(task, &network),
-            None => self.grants_for(&network),
-        };
+        let grants = self.grants_for(&step.name, &network);
         // The lane belongs to the step's own sessions, never to its setup hook.
         let model_lane = purpose == Purpose::Step
             && matches!(&step.kind, StepKind::Command(command) if command.model_lane);
@@ -845,12 +842,9 @@ impl<'a> Engine<'a> {
                 pids: isolation.pids.map(std::num::NonZeroU64::get),
                 cpus: isolation.cpus.map(cordon_pipeline::Cpus::as_f64),
             },
-            // A read-only session (an outcome run's scrutinize) cannot change the git
-            // directory either.
-            // Nor does any phase of an outcome run: cordon commits each task itself, and a phase
-            // that moved `HEAD` would hide its change from the critic (validation refuses it).
+            // Never in an outcome run (validation refuses it too): cordon commits each task
+            // itself, and a phase that moved `HEAD` would hide its change from the critic.
             allow_git_mutations: isolation.allow_git_mutations
-                && !read_only
                 && self.cx.pipeline.outcome.is_none(),
             workspace_read_only: read_only,
         }
@@ -990,15 +984,6 @@ impl<'a> Engine<'a> {
     /// for `step` (`None`: the run's own).
     fn commit(
         &mut self,
-        step: &StepName,
-        message: &str,
-        trailer: &str,
-    ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
-        self.commit_for(Some(step), message, trailer)
-    }
-
-    fn commit_for(
-        &mut self,
         step: Option<&StepName>,
         message: &str,
         trailer: &str,
@@ -1007,7 +992,11 @@ impl<'a> Engine<'a> {
             return Ok((
                 Verdict::Fail,
                 None,
-                Some("committing needs the workspace's git".to_owned()),
+                Some(
+                    "committing needs the workspace's git; run cordon in a git work tree, or \
+                     drop the commit"
+                        .to_owned(),
+                ),
             ));
         };
         let mut exclude = self.cx.tooling.clone();

@@ -171,6 +171,7 @@ fn outcome_runs_killed_at_any_moment_resume_to_the_same_commits() {
 /// An outcome pipeline whose critic tries to write the workspace (a file tool and a shell).
 const WRITER: &str = "name: writer
 llm: {provider: replay, transcript: replay.jsonl}
+isolation: {caches: [uv]}
 outcome:
   decompose: a
   plan: a
@@ -194,11 +195,14 @@ fn only_execute_writes_the_workspace_and_the_planner_critic_and_validator_cannot
         serde_json::json!({"step": "decompose", "text": "ok"}),
         serde_json::json!({"step": "t1.plan", "tool_calls": [{"name": "write_file", "arguments": {"path": "planner.txt", "content": "x"}}, {"name": "submit_plan", "arguments": {"steps": ["write"]}}]}),
         serde_json::json!({"step": "t1.plan", "text": "ok"}),
-        serde_json::json!({"step": "t1.execute", "tool_calls": [{"name": "write_file", "arguments": {"path": "made.txt", "content": "by execute\n"}}]}),
+        serde_json::json!({"step": "t1.execute", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "made.txt", "content": "by execute\n"}},
+            {"name": "bash", "arguments": {"command": "echo x > \"$UV_CACHE_DIR/made-by-execute\""}}
+        ]}),
         serde_json::json!({"step": "t1.execute", "text": "ok"}),
         serde_json::json!({"step": "t1.scrutinize", "tool_calls": [
             {"name": "write_file", "arguments": {"path": "kept.txt", "content": "changed by the critic\n"}},
-            {"name": "bash", "arguments": {"command": "echo x > critic.txt; rm -f made.txt; echo critic-ran"}}
+            {"name": "bash", "arguments": {"command": "echo x > critic.txt; rm -f made.txt; mkdir -p /tmp/.cordon-cache/uv; echo x > /tmp/.cordon-cache/uv/poison; echo critic-ran"}}
         ]}),
         serde_json::json!({"step": "t1.scrutinize", "text": "nothing to add"}),
         serde_json::json!({"step": "t1.validate", "tool_calls": [{"name": "bash", "arguments": {"command": "echo v > validator.txt; echo validator-ran"}}]}),
@@ -225,6 +229,13 @@ fn only_execute_writes_the_workspace_and_the_planner_critic_and_validator_cannot
         "original\n"
     );
     assert!(!ws.join("critic.txt").exists());
+    // Nor the persistent cache: the execute's file is there (the control), the critic's is not.
+    let caches: Vec<String> = walk(&state.join("caches"))
+        .into_iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    assert!(caches.contains(&"made-by-execute".to_owned()), "{caches:?}");
+    assert!(!caches.contains(&"poison".to_owned()), "{caches:?}");
     // Nor the planner nor the validator.
     assert!(!ws.join("planner.txt").exists());
     assert!(!ws.join("validator.txt").exists());
@@ -315,4 +326,18 @@ fn runs_lists_an_outcome_run_as_kind_outcome() {
     assert_eq!(line["kind"], "outcome");
     assert_eq!(line["status"], "success");
     assert!(line["tokens_in"].as_u64().unwrap_or(0) > 0);
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -9,7 +9,7 @@ use cordon_pipeline::{
     AgentStep, CommandSpec, CommandStep, Network, OutcomeCommit, OutcomeSpec, Route, Sandboxed,
     Step, StepKind, Timeout,
 };
-use cordon_protocol::event::{Outcome, OutputStream, Verdict};
+use cordon_protocol::event::{Outcome, OutputStream, TaskPhase, Verdict};
 use cordon_protocol::{Attempt, Event, StepName};
 
 use super::{Ending, Engine, Failure, argv};
@@ -236,13 +236,7 @@ impl Engine<'_> {
             return Ok(());
         };
         if phase == "verify" {
-            self.check_budget()?;
-            if rerun {
-                self.answer_open_calls(
-                    &name,
-                    "interrupted: cordon stopped before this call returned",
-                )?;
-            }
+            self.restart(&name, rerun)?;
             let mut commands: Vec<CommandStep> = spec.verify.clone();
             let plan_verify = progress
                 .plan
@@ -301,6 +295,19 @@ impl Engine<'_> {
         self.run_phase(&step, attempt, rerun, run)
     }
 
+    /// Before a phase attempt: a spent budget runs nothing, and every tool call an interrupted
+    /// attempt (`rerun`) left open gets its result.
+    fn restart(&mut self, name: &StepName, rerun: bool) -> Result<(), Failure> {
+        self.check_budget()?;
+        if rerun {
+            self.answer_open_calls(
+                name,
+                "interrupted: cordon stopped before this call returned",
+            )?;
+        }
+        Ok(())
+    }
+
     /// One attempt of an agent phase with its own tools.
     fn run_phase(
         &mut self,
@@ -309,14 +316,7 @@ impl Engine<'_> {
         rerun: bool,
         run: PhaseRun,
     ) -> Result<(), Failure> {
-        self.check_budget()?;
-        if rerun {
-            // Every tool call gets exactly one result, the interrupted attempt's included.
-            self.answer_open_calls(
-                &step.name,
-                "interrupted: cordon stopped before this call returned",
-            )?;
-        }
+        self.restart(&step.name, rerun)?;
         self.phase = Some(run);
         let result = self.attempt(step, attempt);
         self.phase = None;
@@ -356,7 +356,8 @@ impl Engine<'_> {
         let mut verdict = Verdict::Pass;
         let mut exit_code = None;
         let mut reason = None;
-        let model_deadline = std::time::Instant::now() + MODEL_VERIFY_TOTAL;
+        // Counted from the first of the model's commands: the pipeline's own take what they take.
+        let mut model_deadline = None;
         for (index, step) in steps.iter().enumerate() {
             let StepKind::Command(command) = &step.kind else {
                 continue;
@@ -371,7 +372,9 @@ impl Engine<'_> {
             )?;
             let mut spec = self.spec(step, attempt, Purpose::Step);
             if index >= own {
-                let left = model_deadline.saturating_duration_since(std::time::Instant::now());
+                let deadline = *model_deadline
+                    .get_or_insert_with(|| std::time::Instant::now() + MODEL_VERIFY_TOTAL);
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
                     verdict = Verdict::Fail;
                     reason = Some(format!(
@@ -461,7 +464,7 @@ impl Engine<'_> {
         };
         let progress = self.tasks.progress.get(task).cloned().unwrap_or_default();
         let (revision, replan) = (progress.revision, progress.replan);
-        let mut reason = None;
+        let (mut state, mut reason) = (TaskPhase::Done, None);
         if spec.commit == OutcomeCommit::PerTask {
             let message = format!(
                 "{}: {}",
@@ -470,31 +473,23 @@ impl Engine<'_> {
             );
             let trailer = format!("Cordon-Run: {}\nCordon-Task: {}", self.cx.run, planned.id);
             let step = StepName::task_phase(task, "validate");
-            let (verdict, _, why) = self.commit_for(step.as_ref(), &message, &trailer)?;
-            if verdict == Verdict::Fail {
-                return self
-                    .append(
-                        None,
-                        Event::TaskState {
-                            task: task.to_owned(),
-                            state: cordon_protocol::event::TaskPhase::Failed,
-                            revision,
-                            replan,
-                            reason: Some(format!(
-                                "accepted, but its commit failed: {}",
-                                why.unwrap_or_default()
-                            )),
-                        },
-                    )
-                    .map(|_| ());
-            }
-            reason = why;
+            let (verdict, _, why) = self.commit(step.as_ref(), &message, &trailer)?;
+            reason = match verdict {
+                Verdict::Pass => why,
+                Verdict::Fail => {
+                    state = TaskPhase::Failed;
+                    Some(format!(
+                        "accepted, but its commit failed: {}",
+                        why.unwrap_or_default()
+                    ))
+                }
+            };
         }
         self.append(
             None,
             Event::TaskState {
                 task: task.to_owned(),
-                state: cordon_protocol::event::TaskPhase::Done,
+                state,
                 revision,
                 replan,
                 reason,
@@ -515,7 +510,7 @@ impl Engine<'_> {
             title = format!("cordon: {}", self.cx.pipeline.name);
         }
         let trailer = format!("Cordon-Run: {}", self.cx.run);
-        let (verdict, _, why) = self.commit_for(None, &title, &trailer)?;
+        let (verdict, _, why) = self.commit(None, &title, &trailer)?;
         let (outcome, reason) = match verdict {
             Verdict::Pass => (Outcome::Success, "every task is done".to_owned()),
             Verdict::Fail => (

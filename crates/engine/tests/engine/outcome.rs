@@ -827,3 +827,44 @@ fn a_verify_that_changes_the_work_tree_fails_so_only_reviewed_work_is_committed(
     assert!(critic.contains("sneaky.txt"), "{critic}");
     assert!(log(&h).contains("t1: Parse the flag|t1"));
 }
+
+#[test]
+fn a_commit_that_cannot_be_made_fails_the_task_or_the_run_saying_why() {
+    // No git under the harness's workspace: `cordon do` refuses that at start, so this is the
+    // path of a commit that fails later (the repository broke under the run).
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline(&PIPELINE.replace("commit: none", "commit: per_task"));
+    scripted(&mut h);
+    let mut roles = reference(h.workspace.clone());
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
+    let fold = tasks(&h);
+    assert_eq!(fold.progress["t1"].state, TaskPhase::Failed);
+    assert_eq!(
+        fold.progress["t1"].reason.as_deref(),
+        Some(
+            "accepted, but its commit failed: committing needs the workspace's git; run cordon in \
+             a git work tree, or drop the commit"
+        )
+    );
+    assert_eq!(fold.progress["t2"].state, TaskPhase::Skipped);
+
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline(&PIPELINE.replace("commit: none", "commit: end"));
+    scripted(&mut h);
+    let mut roles = reference(h.workspace.clone());
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
+    assert_eq!(
+        h.state().reason.as_deref(),
+        Some(
+            "every task is done, but the run's commit failed: committing needs the workspace's \
+             git; run cordon in a git work tree, or drop the commit"
+        )
+    );
+    assert_eq!(
+        summary(&tasks(&h))
+            .iter()
+            .map(|(_, state, ..)| *state)
+            .collect::<Vec<_>>(),
+        [TaskPhase::Done; 3]
+    );
+}
