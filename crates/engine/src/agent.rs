@@ -75,6 +75,14 @@ pub trait AgentDriver {
         session: &mut dyn StepSession,
         journal: &mut dyn Journal,
     ) -> Result<AgentVerdict, DriverError>;
+
+    /// A driver for another thread running the same run's agent steps (an outcome run's
+    /// parallel task): it shares this one's provider (so a replay serves each turn once) and
+    /// grant bounds, and is already restored. `None`: this driver cannot be shared, and
+    /// `parallel` above 1 is refused.
+    fn fork(&self) -> Option<Box<dyn AgentDriver + Send>> {
+        None
+    }
 }
 
 /// Why an agent step could not run or finish — the seam's own error, whatever the driver. Not a

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cordon_agent::provider::{self, HttpOptions, Inputs, Recorder, SetupError};
@@ -40,11 +41,55 @@ const INLINE_STDIN: usize = 64 << 10;
 const KILL_AFTER_SECS: u64 = 5;
 
 /// The agent side of a run: its provider and the context files from the tooling snapshot.
+/// The provider and the grant bounds are shared with the drivers [`AgentDriver::fork`] makes for
+/// an outcome run's parallel tasks: each model call holds the provider for that call only (a
+/// replay serves each turn once, and one recording is written), so parallel tasks' tool calls
+/// and commands overlap while their model calls take turns.
 pub struct LoopDriver {
-    provider: Box<dyn Provider>,
+    provider: Arc<Mutex<Box<dyn Provider>>>,
     context: Vec<ContextFile>,
     /// How `request_egress` is decided; refuses until the grants work supplies the bounds.
-    grants: Box<dyn Grants>,
+    grants: Arc<Mutex<Box<dyn Grants + Send>>>,
+    /// Made by `fork`: the provider it shares was restored already.
+    forked: bool,
+}
+
+/// The shared provider, held for one model call at a time.
+struct Locked<'p>(&'p Mutex<Box<dyn Provider>>);
+
+impl Provider for Locked<'_> {
+    fn complete(
+        &mut self,
+        request: &cordon_agent::Request,
+    ) -> Result<cordon_agent::Response, ProviderError> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .complete(request)
+    }
+
+    fn skip_answered(&mut self, step: &StepName, attempt: Attempt) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .skip_answered(step, attempt);
+    }
+}
+
+/// The shared grant bounds, held for one decision at a time.
+struct LockedGrants<'g>(&'g Mutex<Box<dyn Grants + Send>>);
+
+impl Grants for LockedGrants<'_> {
+    fn request(
+        &mut self,
+        pattern: &cordon_egress::Pattern,
+        reason: &str,
+    ) -> cordon_agent::GrantDecision {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .request(pattern, reason)
+    }
 }
 
 impl From<AgentError> for DriverError {
@@ -111,25 +156,22 @@ impl LoopDriver {
                     .ok_or_else(|| DriverError::ContextFile(path.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(LoopDriver {
-            provider,
-            context,
-            grants: Box::new(NoGrants),
-        }))
+        Ok(Some(LoopDriver::with_provider(provider, context)))
     }
 
     /// A driver over a given provider (tests).
     pub fn with_provider(provider: Box<dyn Provider>, context: Vec<ContextFile>) -> LoopDriver {
         LoopDriver {
-            provider,
+            provider: Arc::new(Mutex::new(provider)),
             context,
-            grants: Box::new(NoGrants),
+            grants: Arc::new(Mutex::new(Box::new(NoGrants))),
+            forked: false,
         }
     }
 
     /// Decides `request_egress` calls with `grants` from now on (the operator's `[grants]`).
-    pub fn set_grants(&mut self, grants: Box<dyn Grants>) {
-        self.grants = grants;
+    pub fn set_grants(&mut self, grants: Box<dyn Grants + Send>) {
+        self.grants = Arc::new(Mutex::new(grants));
     }
 }
 
@@ -138,6 +180,9 @@ impl AgentDriver for LoopDriver {
     /// answered, in log order, so replay serves them no second time. The interrupted attempt is
     /// left out: it gets its turns from the start again.
     fn restore(&mut self, records: &[Record]) {
+        if self.forked {
+            return;
+        }
         let mut current: BTreeMap<StepName, Attempt> = BTreeMap::new();
         let mut answered: Vec<(StepName, Attempt)> = Vec::new();
         let mut finished = std::collections::BTreeSet::new();
@@ -161,11 +206,21 @@ impl AgentDriver for LoopDriver {
                 _ => {}
             }
         }
+        let mut provider = Locked(&self.provider);
         for (step, attempt) in answered {
             if finished.contains(&(step.clone(), attempt)) {
-                self.provider.skip_answered(&step, attempt);
+                provider.skip_answered(&step, attempt);
             }
         }
+    }
+
+    fn fork(&self) -> Option<Box<dyn AgentDriver + Send>> {
+        Some(Box::new(LoopDriver {
+            provider: Arc::clone(&self.provider),
+            context: self.context.clone(),
+            grants: Arc::clone(&self.grants),
+            forked: true,
+        }))
     }
 
     /// Runs one attempt of an agent step in `session`, reporting through `journal`, and decides
@@ -230,10 +285,10 @@ impl AgentDriver for LoopDriver {
         let outcome = cordon_agent::run(
             &spec,
             Hooks {
-                provider: &mut *self.provider,
+                provider: &mut Locked(&self.provider),
                 host: &mut host,
                 journal: &mut *journal,
-                grants: &mut *self.grants,
+                grants: &mut LockedGrants(&self.grants),
                 custom,
             },
         );
@@ -996,7 +1051,7 @@ steps:
             tools: Vec::new(),
             temperature: None,
         };
-        let answer = driver.provider.complete(&request).expect("a turn");
+        let answer = Locked(&driver.provider).complete(&request).expect("a turn");
         assert_eq!(answer.text.as_deref(), Some("three"));
     }
 

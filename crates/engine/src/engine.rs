@@ -28,6 +28,7 @@ use crate::state::RunState;
 use crate::workspace::{HostWorkspace, Missing};
 
 mod outcome;
+mod parallel;
 use cordon_workspace::WsPath;
 
 /// What an observer tells the engine after seeing a record.
@@ -94,6 +95,11 @@ pub struct Engine<'a> {
     tasks: TaskFold,
     /// The outcome phase the attempt running now belongs to.
     phase: Option<outcome::PhaseRun>,
+    /// The sequence number of the last record folded into `state` and `tasks`.
+    seen: u64,
+    /// How this engine shares the log: alone, or as one side of an outcome run's parallel
+    /// tasks (`parallel.rs`).
+    role: parallel::Role,
 }
 
 /// The changes against `HEAD` of the last diff taken, and its blob.
@@ -128,6 +134,7 @@ impl<'a> Engine<'a> {
         let records = cx.store.events(cx.run)?;
         let state = RunState::replay(&records);
         let tasks = TaskFold::replay(&records);
+        let seen = records.last().map_or(0, |r| r.seq);
         if let Some(agents) = cx.agents.as_deref_mut() {
             agents.restore(&records);
         }
@@ -141,6 +148,8 @@ impl<'a> Engine<'a> {
             guard: None,
             tasks,
             phase: None,
+            seen,
+            role: parallel::Role::Alone,
         })
     }
 
@@ -246,15 +255,62 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Appends `event` (secrets scrubbed) and folds it. When other engines append to the same
+    /// log (an outcome run's parallel tasks), the records between the last one folded and this
+    /// one are folded and observed first, in log order — so the state is always a replay of a
+    /// prefix of the log.
     fn append(&mut self, step: Option<&StepName>, event: Event) -> Result<Record, Failure> {
         let event = self.cx.secrets.scrub_event(&event);
         let record = self.cx.store.append(self.cx.run, step, &event)?;
-        self.state.apply(&record);
-        self.tasks.apply(&record);
-        match self.observer.record(&record) {
-            Control::Continue => Ok(record),
+        if let parallel::Role::Task { wake, stop } = &self.role {
+            // A task's engine folds its own records only (it works on its own task); the
+            // coordinator folds and observes every record.
+            self.state.apply(&record);
+            self.tasks.apply(&record);
+            self.seen = record.seq;
+            let _ = wake.send(parallel::Msg::Appended);
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Failure::Stop);
+            }
+            return Ok(record);
+        }
+        if record.seq == self.seen + 1 {
+            self.fold(&record)?;
+        } else {
+            self.catch_up()?;
+        }
+        Ok(record)
+    }
+
+    /// Folds and observes `record`, the next one of the log.
+    fn fold(&mut self, record: &Record) -> Result<(), Failure> {
+        self.state.apply(record);
+        self.tasks.apply(record);
+        self.seen = record.seq;
+        match self.observer.record(record) {
+            Control::Continue => Ok(()),
             Control::Stop => Err(Failure::Stop),
         }
+    }
+
+    /// Folds and observes every record appended since the last one folded (by this engine or by
+    /// a parallel task's).
+    fn catch_up(&mut self) -> Result<(), Failure> {
+        let records = self.cx.store.events_after(self.cx.run, self.seen)?;
+        let mut stopped = false;
+        for record in &records {
+            // Folded to the end even once stopped: the state must be the log's.
+            if let Err(failure) = self.fold(record) {
+                match failure {
+                    Failure::Stop => stopped = true,
+                    other => return Err(other),
+                }
+            }
+        }
+        if stopped {
+            return Err(Failure::Stop);
+        }
+        Ok(())
     }
 
     /// Every `produces` and `artifact` path of the pipeline, or of one step.

@@ -113,6 +113,21 @@ pub enum ExecError {
 /// Opens sessions.
 pub trait Executor {
     fn open(&mut self, spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError>;
+
+    /// The same executor opening its sessions on `workspace` instead — an outcome run's parallel
+    /// task's worktree, a linked worktree cordon made whose common git directory is `common` —
+    /// for another thread. Executors that cannot refuse.
+    fn fork(
+        &self,
+        workspace: &std::path::Path,
+        common: &std::path::Path,
+    ) -> Result<Box<dyn Executor + Send>, ExecError> {
+        let _ = common;
+        Err(ExecError::Failed(format!(
+            "this executor cannot open sessions in a task's worktree ({}); run with `parallel: 1`",
+            workspace.display()
+        )))
+    }
 }
 
 /// A live session.

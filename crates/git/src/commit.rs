@@ -78,11 +78,7 @@ impl Repo {
             self.write_blob(workspace, path, entry, &snapshot)?;
         }
         let tree = tree::write(&self.objects, &flat)?;
-        let signature = gix_actor::Signature {
-            name: BString::from(self.identity.name.as_str()),
-            email: BString::from(self.identity.email.as_str()),
-            time: gix_date::Time::now_utc(),
-        };
+        let signature = self.signature();
         let full_message = format!("{}\n\n{trailer}\n", message.trim_end());
         let commit = gix_object::Commit {
             tree,
@@ -112,7 +108,19 @@ impl Repo {
         }))
     }
 
-    fn write_object(&self, object: &dyn gix_object::WriteTo) -> Result<ObjectId, GitError> {
+    /// The run's author and committer, now.
+    pub(crate) fn signature(&self) -> gix_actor::Signature {
+        gix_actor::Signature {
+            name: BString::from(self.identity.name.as_str()),
+            email: BString::from(self.identity.email.as_str()),
+            time: gix_date::Time::now_utc(),
+        }
+    }
+
+    pub(crate) fn write_object(
+        &self,
+        object: &dyn gix_object::WriteTo,
+    ) -> Result<ObjectId, GitError> {
         use gix_object::Write as _;
         self.objects
             .write(object)
@@ -121,7 +129,7 @@ impl Repo {
 
     /// Refuses when the object directory or one of its fan-out directories is anything but a
     /// real directory (gitoxide writes loose objects by path).
-    fn refuse_object_links(&self) -> Result<(), GitError> {
+    pub(crate) fn refuse_object_links(&self) -> Result<(), GitError> {
         self.refuse_links(true, "objects", Expect::Directory)?;
         for fan in 0..=255u8 {
             self.refuse_links(true, &format!("objects/{fan:02x}"), Expect::Directory)?;
@@ -130,7 +138,7 @@ impl Repo {
     }
 
     /// Writes the blob of `entry` (a work-tree file or link at `path`) unless the store has it.
-    fn write_blob(
+    pub(crate) fn write_blob(
         &self,
         workspace: &View,
         path: &[u8],
@@ -260,8 +268,18 @@ impl Repo {
     /// Rewrites the index so that it holds exactly `flat`, with the work tree's metadata for the
     /// entries whose content was read (git then sees them unchanged without reading them).
     fn write_index(&self, flat: &Flat, snapshot: &Snapshot) -> Result<(), GitError> {
-        use gix_index::entry::{Flags, Mode as IndexMode, Stat};
         self.refuse_links(false, "index", Expect::File)?;
+        self.write_index_at(&self.dirs.git_dir.join("index"), flat, snapshot)
+    }
+
+    /// [`Repo::write_index`] at `path` (a task worktree's new git directory, which cordon made).
+    pub(crate) fn write_index_at(
+        &self,
+        path: &std::path::Path,
+        flat: &Flat,
+        snapshot: &Snapshot,
+    ) -> Result<(), GitError> {
+        use gix_index::entry::{Flags, Mode as IndexMode, Stat};
         let mut state = gix_index::State::new(gix_hash::Kind::Sha1);
         for (path, entry) in flat {
             let stat = snapshot
@@ -294,7 +312,7 @@ impl Repo {
             state.dangerously_push_entry(stat, entry.id, Flags::empty(), mode, path.as_bstr());
         }
         state.sort_entries();
-        let mut file = gix_index::File::from_state(state, self.dirs.git_dir.join("index"));
+        let mut file = gix_index::File::from_state(state, path.to_path_buf());
         file.write(gix_index::write::Options::default(), Default::default())
             .map_err(GitError::library("write the index"))
     }
@@ -302,7 +320,7 @@ impl Repo {
 
 /// The flat tree the commit records: the snapshot, with every `exclude` path (and what lies below
 /// it) as HEAD has it.
-fn staged(snapshot: &Snapshot, head: &Flat, exclude: &[WsPath]) -> Flat {
+pub(crate) fn staged(snapshot: &Snapshot, head: &Flat, exclude: &[WsPath]) -> Flat {
     let excluded = |path: &[u8]| {
         exclude.iter().any(|e| {
             let e = e.as_bytes();

@@ -111,7 +111,7 @@ impl GitError {
         }
     }
 
-    pub(crate) fn io(
+    pub fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> GitError {

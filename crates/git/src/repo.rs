@@ -216,6 +216,11 @@ impl Repo {
         })
     }
 
+    /// The author and committer of this run's commits.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
     pub fn dirs(&self) -> &Dirs {
         &self.dirs
     }

@@ -185,7 +185,7 @@ pub(crate) const OUTCOME: Table = Table {
         Key {
             name: "parallel",
             shape: Shape::Positive,
-            doc: "Independent ready tasks at once; this release runs one at a time, so only 1 is accepted. Default 1.",
+            doc: "Tasks at once, each in a linked git worktree of its own, merged back by cordon (a conflict is a revision). Default 1: one at a time in the work tree.",
         },
         Key {
             name: "commit",

@@ -21,6 +21,10 @@ pub const DEFAULT_TMP_SIZE: u64 = 512 << 20;
 pub struct Workspace {
     path: PathBuf,
     fd: Arc<OwnedFd>,
+    /// The common git directory the host made this workspace's `.git` name, when it is a
+    /// linked worktree cordon created itself (an outcome run's parallel task): accepted and
+    /// mounted like a git directory although it lies outside the workspace.
+    common_dir: Option<PathBuf>,
 }
 
 impl Workspace {
@@ -53,11 +57,26 @@ impl Workspace {
         Ok(Workspace {
             path: canonical,
             fd: Arc::new(OwnedFd::from(file)),
+            common_dir: None,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// This workspace is a linked worktree cordon made, whose `.git` names a git directory
+    /// whose `commondir` is `common` (the run's repository): git inside the sandbox then reads
+    /// the repository, which is mounted read-only like any git directory. Only the host says
+    /// this, for a worktree it created in its own state directory; a `commondir` found in a
+    /// workspace is otherwise accepted only inside it or in git's own layout.
+    pub fn with_common_dir(mut self, common: PathBuf) -> Workspace {
+        self.common_dir = Some(common);
+        self
+    }
+
+    pub fn common_dir(&self) -> Option<&Path> {
+        self.common_dir.as_deref()
     }
 
     pub(crate) fn fd(&self) -> &OwnedFd {

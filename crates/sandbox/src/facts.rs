@@ -182,7 +182,7 @@ pub(crate) fn gather(
     let mut git = None;
     let mut submodules = Vec::new();
     let mut gitlink_paths = Vec::new();
-    let protection = git::protection(&workspace_path)?;
+    let protection = git::protection_trusting(&workspace_path, config.workspace.common_dir())?;
     let mut mounter = GitMounter {
         config,
         identity,

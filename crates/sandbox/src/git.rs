@@ -203,7 +203,7 @@ pub const PROTECTED: [&str; 6] = [
 /// work tree or its `.git` file names a directory cordon would not mount. A symlinked `.git` is
 /// an error, and so is a `.git` file whose target the sandbox could change (see [`GitError`]).
 pub fn discover(workspace: &Path) -> Result<Option<GitDirs>, GitError> {
-    Ok(match find(workspace)? {
+    Ok(match find(workspace, None)? {
         Top::Accepted(dirs) => Some(dirs),
         Top::Unaccepted { .. } | Top::Absent => None,
     })
@@ -240,6 +240,16 @@ pub struct Protection {
 /// indexes and `worktrees/` of every git directory involved, mounted or not: reading one cannot
 /// mount anything, and it is outside the sandbox's reach unless it was mounted writable.
 pub fn protection(workspace: &Path) -> Result<Protection, GitError> {
+    protection_trusting(workspace, None)
+}
+
+/// [`protection`] of a worktree cordon made, whose `.git` names a git directory whose
+/// `commondir` is `trusted` (the host says so: `Workspace::with_common_dir`). `trusted` is
+/// accepted as the common directory only when that is what the `commondir` names.
+pub fn protection_trusting(
+    workspace: &Path,
+    trusted: Option<&Path>,
+) -> Result<Protection, GitError> {
     // Where gitlinks and worktrees are read from.
     let mut starts: Vec<Start> = Vec::new();
     let own = |git_dir: PathBuf| Start {
@@ -247,7 +257,7 @@ pub fn protection(workspace: &Path) -> Result<Protection, GitError> {
         git_dir,
         reach: Reach::Own,
     };
-    let (dot_git_file, dirs) = match find(workspace)? {
+    let (dot_git_file, dirs) = match find(workspace, trusted)? {
         Top::Accepted(found) => {
             starts.push(own(found.git_dir.clone()));
             let dirs = [Some(found.git_dir), found.common_dir];
@@ -313,7 +323,7 @@ pub(crate) fn dot_git_metadata(dot_git: &Path) -> Result<Option<fs::Metadata>, G
     }
 }
 
-fn find(workspace: &Path) -> Result<Top, GitError> {
+fn find(workspace: &Path, trusted: Option<&Path>) -> Result<Top, GitError> {
     let dot_git = workspace.join(".git");
     let Some(meta) = dot_git_metadata(&dot_git)? else {
         return Ok(Top::Absent);
@@ -335,7 +345,7 @@ fn find(workspace: &Path) -> Result<Top, GitError> {
             }
         }
     };
-    let common_dir = common_dir(workspace, &git_dir)?;
+    let common_dir = common_dir(workspace, &git_dir, trusted)?;
     Ok(Top::Accepted(GitDirs {
         dot_git_file,
         git_dir,
@@ -400,7 +410,11 @@ fn enclosing(workspace: &Path) -> Result<Vec<(PathBuf, PathBuf)>, GitError> {
 /// workspace, or the `<common>` of a git directory at `<common>/worktrees/<name>` (the layout git
 /// itself creates for linked worktrees). Anything else is ignored — the sandbox then works with
 /// the git directory alone, and git inside may fail, which is safe.
-fn common_dir(workspace: &Path, git_dir: &Path) -> Result<Option<PathBuf>, GitError> {
+fn common_dir(
+    workspace: &Path,
+    git_dir: &Path,
+    trusted: Option<&Path>,
+) -> Result<Option<PathBuf>, GitError> {
     let Some(text) = read_pointer(&git_dir.join("commondir"))? else {
         return Ok(None);
     };
@@ -414,7 +428,9 @@ fn common_dir(workspace: &Path, git_dir: &Path) -> Result<Option<PathBuf>, GitEr
         .parent()
         .filter(|parent| parent.file_name().is_some_and(|name| name == "worktrees"))
         .and_then(Path::parent);
-    let accepted = named.starts_with(workspace) || worktree_parent == Some(named.as_path());
+    let accepted = named.starts_with(workspace)
+        || worktree_parent == Some(named.as_path())
+        || trusted.is_some_and(|t| t == named);
     Ok(accepted.then_some(named))
 }
 
@@ -516,7 +532,7 @@ mod tests {
         fs::create_dir_all(out.join("repo/.git/worktrees/wt")).unwrap();
         let common = |git_dir: &Path, text: &str| {
             fs::write(git_dir.join("commondir"), text).unwrap();
-            common_dir(&ws, git_dir).unwrap()
+            common_dir(&ws, git_dir, None).unwrap()
         };
         // Each row: the commondir text, what is accepted.
         let rows: [(String, Option<PathBuf>); 4] = [
@@ -532,6 +548,20 @@ mod tests {
         let admin = out.join("repo/.git/worktrees/wt");
         assert_eq!(common(&admin, "../..\n"), Some(out.join("repo/.git")));
         assert_eq!(common(&admin, &format!("{}\n", out.display())), None);
+        // The host's word (a task worktree cordon made): exactly the directory it names, and
+        // only when the `commondir` names that one.
+        let repo = out.join("repo/.git");
+        fs::write(ws.join(".git/commondir"), format!("{}\n", repo.display())).unwrap();
+        assert_eq!(
+            common_dir(&ws, &ws.join(".git"), Some(&repo)).unwrap(),
+            Some(repo.clone())
+        );
+        assert_eq!(common_dir(&ws, &ws.join(".git"), None).unwrap(), None);
+        assert_eq!(
+            common_dir(&ws, &ws.join(".git"), Some(&out.join("repo"))).unwrap(),
+            None,
+            "another directory than the one trusted is not accepted"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use cordon_protocol::event::{BlobId, Timestamp};
 use cordon_protocol::{Event, Record, RunId, SCHEMA_VERSION, StepName};
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use crate::lock::Lock;
 use crate::rows;
@@ -114,6 +114,23 @@ impl Store {
         })
     }
 
+    /// Another connection to the same database, for a thread of this process (an outcome run's
+    /// parallel task): checked and migrated already by [`Store::open`], so only its settings
+    /// are made.
+    pub fn connect(&self) -> Result<Store, StoreError> {
+        let fail = |source| classify(&self.db, source);
+        let conn = Connection::open(&self.db).map_err(fail)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(fail)?;
+        Ok(Store {
+            conn,
+            dir: self.dir.clone(),
+            db: self.db.clone(),
+            sync: Cell::new(Sync::Full),
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.db
     }
@@ -165,7 +182,11 @@ impl Store {
         })?;
         let ts = Timestamp(now_millis());
         let id = run.to_string();
-        let tx = self.conn.unchecked_transaction().map_err(self.fail())?;
+        // `IMMEDIATE`: the write lock is taken before the last sequence number is read, so two
+        // connections appending to one run (an outcome run's parallel tasks) queue behind each
+        // other instead of reading the same number.
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(self.fail())?;
         let last: i64 = tx
             .query_row(
                 "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?1",

@@ -459,6 +459,71 @@ impl View {
     /// beside it, then renamed over it, so a reader sees the old or the new content. Refused when
     /// something other than a regular file is there; the parent must exist.
     pub fn write(&self, path: &WsPath, bytes: &[u8]) -> Result<(), ViewError> {
+        self.write_with(path, bytes, None)
+    }
+
+    /// [`View::write`] with the permissions `0o755` (`executable`) or `0o644`, whatever the
+    /// file had: what a checkout or a merge writes is what git records.
+    pub fn write_file(
+        &self,
+        path: &WsPath,
+        bytes: &[u8],
+        executable: bool,
+    ) -> Result<(), ViewError> {
+        self.write_with(path, bytes, Some(if executable { 0o755 } else { 0o644 }))
+    }
+
+    /// Makes the directory `path` and every missing one above it, each beneath the workspace
+    /// without following a link; an existing directory is kept, anything else in the way is
+    /// refused.
+    pub fn create_dirs(&self, path: &WsPath) -> Result<(), ViewError> {
+        let mut done: Option<WsPath> = None;
+        for name in path.components() {
+            let here = WsPath::child(done.as_ref(), name)
+                .map_err(|_| ViewError::Blocked { path: path.shown() })?;
+            let Some(parent) = self.parent(&here, OFlags::PATH)? else {
+                return Err(ViewError::io("create", &here, Errno::NOENT));
+            };
+            match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o755)) {
+                Ok(()) => {}
+                Err(Errno::EXIST) => {
+                    let meta = stat_name(&parent, name)
+                        .map_err(|errno| ViewError::io("inspect", &here, errno))?;
+                    if meta.map(|m| m.kind) != Some(Kind::Directory) {
+                        return Err(ViewError::Blocked { path: path.shown() });
+                    }
+                }
+                Err(errno) => return Err(ViewError::io("create", &here, errno)),
+            }
+            done = Some(here);
+        }
+        Ok(())
+    }
+
+    /// Makes `path` a symbolic link to `target` (the link is made, never followed), replacing
+    /// a file or link there; a directory in the way is refused. The parent must exist.
+    pub fn symlink(&self, path: &WsPath, target: &[u8]) -> Result<(), ViewError> {
+        let Some(parent) = self.parent(path, OFlags::PATH)? else {
+            return Err(ViewError::io("link", path, Errno::NOENT));
+        };
+        let name = path.file_name();
+        if let Some(meta) =
+            stat_name(&parent, name).map_err(|errno| ViewError::io("inspect", path, errno))?
+        {
+            if meta.kind == Kind::Directory {
+                return Err(ViewError::NotAFile {
+                    path: path.shown(),
+                    kind: meta.kind,
+                });
+            }
+            rustix::fs::unlinkat(&parent, name, AtFlags::empty())
+                .map_err(|errno| ViewError::io("replace", path, errno))?;
+        }
+        rustix::fs::symlinkat(target, &parent, name)
+            .map_err(|errno| ViewError::io("link", path, errno))
+    }
+
+    fn write_with(&self, path: &WsPath, bytes: &[u8], mode: Option<u32>) -> Result<(), ViewError> {
         static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let Some(parent) = self.parent(path, OFlags::PATH)? else {
             return Err(ViewError::io("write", path, Errno::NOENT));
@@ -473,8 +538,8 @@ impl View {
                     kind: meta.kind,
                 });
             }
-            Some(meta) => meta.permissions & 0o777,
-            None => 0o644,
+            Some(meta) => mode.unwrap_or(meta.permissions & 0o777),
+            None => mode.unwrap_or(0o644),
         };
         let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let temporary = format!(".cordon-write-{}-{serial}", std::process::id());

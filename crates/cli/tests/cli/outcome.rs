@@ -341,3 +341,106 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     files
 }
+
+/// Two independent tasks with `parallel: 2`: each writes its own file and records, from inside
+/// its sandbox, where it ran and what git sees there.
+const PARALLEL: &str = "name: parallel
+llm: {provider: replay, transcript: replay.jsonl}
+outcome:
+  decompose: a
+  plan: a
+  execute: a
+  scrutinize: a
+  validate: a
+  verify: [\"test -f a.txt || test -f b.txt\"]
+  parallel: 2
+  commit: per_task
+";
+
+#[test]
+fn parallel_tasks_run_in_their_own_worktrees_in_real_sandboxes_and_are_merged_and_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("agents")).expect("mkdir");
+    let ws = ws.canonicalize().expect("canonical");
+    std::fs::write(ws.join("outcome.yaml"), PARALLEL).expect("write");
+    std::fs::write(ws.join("agents/a.agent.md"), "---\nname: a\n---\nWork.\n").expect("write");
+    std::fs::write(ws.join(".env"), "SECRET=host-only\n").expect("write");
+    std::fs::write(ws.join(".gitignore"), ".env\n").expect("write");
+    let mut turns = vec![
+        serde_json::json!({"step": "decompose", "tool_calls": [{"name": "submit_tasks", "arguments": {"tasks": [{"id": "t1", "title": "Write a"}, {"id": "t2", "title": "Write b"}]}}]}),
+        serde_json::json!({"step": "decompose", "text": "ok"}),
+    ];
+    for (task, file) in [("t1", "a.txt"), ("t2", "b.txt")] {
+        turns.extend([
+            serde_json::json!({"step": format!("{task}.plan"), "tool_calls": [{"name": "submit_plan", "arguments": {"steps": ["write"]}}]}),
+            serde_json::json!({"step": format!("{task}.plan"), "text": "ok"}),
+            serde_json::json!({"step": format!("{task}.execute"), "tool_calls": [
+                {"name": "write_file", "arguments": {"path": file, "content": format!("from {task}\n")}},
+                {"name": "bash", "arguments": {"command": format!("pwd > {task}-where.txt; git rev-parse HEAD^ > {task}-parent.txt 2>&1; cat .env > {task}-env.txt 2>&1; true")}}
+            ]}),
+            serde_json::json!({"step": format!("{task}.execute"), "text": "ok"}),
+            serde_json::json!({"step": format!("{task}.scrutinize"), "text": "fine"}),
+            serde_json::json!({"step": format!("{task}.validate"), "text": "VERDICT: ACCEPT"}),
+        ]);
+    }
+    let transcript: String = turns.iter().map(|t| format!("{t}\n")).collect();
+    std::fs::write(ws.join("replay.jsonl"), transcript).expect("write");
+    git(&ws, &["init", "-q", "-b", "main"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "before"]);
+    let head = git(&ws, &["rev-parse", "HEAD"]);
+    let state = dir.path().join("state");
+    let out = cordon(&ws, &state, &["do", "Write two files.", "--no-ui"])
+        .output()
+        .expect("cordon do");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for task in ["t1", "t2"] {
+        let file = if task == "t1" { "a.txt" } else { "b.txt" };
+        assert_eq!(
+            std::fs::read_to_string(ws.join(file)).expect("merged"),
+            format!("from {task}\n")
+        );
+        let run = std::fs::read_dir(state.join("worktrees"))
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false);
+        assert!(!run, "the run's worktrees are removed when it ends");
+        let wher = std::fs::read_to_string(ws.join(format!("{task}-where.txt"))).expect("where");
+        assert!(
+            wher.trim().ends_with(&format!("/{task}/work")) && wher.contains("/worktrees/"),
+            "{task} ran in its worktree: {wher}"
+        );
+        // The worktree's git reads the repository: its HEAD's parent is the main HEAD.
+        let parent =
+            std::fs::read_to_string(ws.join(format!("{task}-parent.txt"))).expect("parent");
+        assert_eq!(
+            parent.trim(),
+            head.trim(),
+            "git inside {task}'s sandbox: {parent}"
+        );
+        // The root `.env` (ignored, masked) is not in a worktree.
+        let env = std::fs::read_to_string(ws.join(format!("{task}-env.txt"))).expect("env");
+        assert!(!env.contains("host-only"), "{env}");
+    }
+    assert_eq!(
+        git(
+            &ws,
+            &[
+                "log",
+                "--format=%(trailers:key=Cordon-Task,valueonly,separator=)",
+                &format!("{}..HEAD", head.trim())
+            ]
+        )
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count(),
+        2,
+        "one commit per task"
+    );
+    assert_eq!(
+        git(&ws, &["status", "--porcelain"]),
+        "",
+        "everything is committed"
+    );
+}

@@ -149,50 +149,70 @@ fn bounded(text: &str) -> String {
 }
 
 impl Engine<'_> {
-    /// Runs an outcome run's actions until it finishes or an observer stops it.
+    /// Runs an outcome run's actions until it finishes or an observer stops it; with `parallel`
+    /// above 1, `parallel.rs` runs the tasks' phases on threads of their own.
     pub(super) fn drive_outcome(&mut self, spec: &OutcomeSpec) -> Result<Ending, EngineError> {
+        if spec.parallel.get() > 1 {
+            return self.drive_parallel(spec);
+        }
         loop {
             if let Some(outcome) = self.state.outcome {
                 return Ok(Ending::Finished(outcome));
             }
             let next = schedule::next(&self.tasks, spec, self.state.max_attempts.max(1));
             let result = match next {
-                Next::Decompose { attempt, rerun } => self.decompose(spec, attempt, rerun),
                 Next::Phase {
                     task,
                     phase,
                     attempt,
                     rerun,
                 } => self.phase(spec, &task, phase, attempt, rerun),
-                Next::Move {
-                    task,
-                    state,
-                    revision,
-                    replan,
-                    reason,
-                } => self
-                    .append(
-                        None,
-                        Event::TaskState {
-                            task,
-                            state,
-                            revision,
-                            replan,
-                            reason,
-                        },
-                    )
-                    .map(|_| ()),
-                Next::Accept { task } => self.accept(spec, &task),
-                Next::CommitEnd => self.commit_end(),
-                Next::Finish { outcome, reason } => self
-                    .append(None, Event::RunFinished { outcome, reason })
-                    .map(|_| ()),
+                other => self.act(spec, other),
             };
             match result {
                 Ok(()) => {}
                 Err(Failure::Stop) => return Ok(Ending::Stopped),
                 Err(Failure::Error(err)) => return Err(err),
             }
+        }
+    }
+
+    /// Carries out an action the coordinator takes itself (everything but a task's phase).
+    pub(super) fn act(&mut self, spec: &OutcomeSpec, next: Next) -> Result<(), Failure> {
+        match next {
+            Next::Decompose { attempt, rerun } => self.decompose(spec, attempt, rerun),
+            Next::Phase {
+                task,
+                phase,
+                attempt,
+                rerun,
+            } => self.phase(spec, &task, phase, attempt, rerun),
+            Next::Move {
+                task,
+                state,
+                revision,
+                replan,
+                reason,
+            } => self
+                .append(
+                    None,
+                    Event::TaskState {
+                        task,
+                        state,
+                        revision,
+                        replan,
+                        reason,
+                    },
+                )
+                .map(|_| ()),
+            Next::Accept { task } => self.accept(spec, &task),
+            Next::CommitEnd => self.commit_end(),
+            Next::Finish { outcome, reason } => {
+                self.append(None, Event::RunFinished { outcome, reason })?;
+                self.remove_worktrees();
+                Ok(())
+            }
+            Next::Wait => Ok(()),
         }
     }
 
@@ -220,7 +240,7 @@ impl Engine<'_> {
         self.run_phase(&step, attempt, rerun, run)
     }
 
-    fn phase(
+    pub(super) fn phase(
         &mut self,
         spec: &OutcomeSpec,
         task: &str,
@@ -465,7 +485,21 @@ impl Engine<'_> {
         let progress = self.tasks.progress.get(task).cloned().unwrap_or_default();
         let (revision, replan) = (progress.revision, progress.replan);
         let (mut state, mut reason) = (TaskPhase::Done, None);
-        if spec.commit == OutcomeCommit::PerTask {
+        if spec.parallel.get() > 1 {
+            match self.merge_task(task)? {
+                super::parallel::Merge::Clean => {}
+                super::parallel::Merge::Conflict(why) => {
+                    return self.revise_after_merge(spec, task, why);
+                }
+                super::parallel::Merge::Failed(why) => {
+                    state = TaskPhase::Failed;
+                    reason = Some(format!(
+                        "accepted, but merging its worktree into the main work tree failed: {why}"
+                    ));
+                }
+            }
+        }
+        if state == TaskPhase::Done && spec.commit == OutcomeCommit::PerTask {
             let message = format!(
                 "{}: {}",
                 planned.id,
@@ -494,8 +528,13 @@ impl Engine<'_> {
                 replan,
                 reason,
             },
-        )
-        .map(|_| ())
+        )?;
+        // Removed once the task's end is logged: until then a resumed accept merges again
+        // (a merge already made changes nothing).
+        if spec.parallel.get() > 1 {
+            self.remove_worktree(task);
+        }
+        Ok(())
     }
 
     /// `commit: end`: one commit of the whole run once every task is done, then the run ends.

@@ -17,6 +17,7 @@ use crate::resources::{Memory, used_percent};
 use crate::side::SideEvents;
 
 /// Opens sandbox sessions on the workspace, masking `mask` (state dir, policy file) everywhere.
+#[derive(Clone)]
 pub struct SandboxExecutor {
     workspace: Workspace,
     init: InitProgram,
@@ -94,6 +95,23 @@ fn convert(err: SandboxError) -> ExecError {
 }
 
 impl Executor for SandboxExecutor {
+    /// Everything the same — proxy, toolchains, caches, passed variables, masks — but the
+    /// workspace: a parallel task's worktree, whose git layout is found as any workspace's.
+    fn fork(
+        &self,
+        workspace: &std::path::Path,
+        common: &std::path::Path,
+    ) -> Result<Box<dyn Executor + Send>, ExecError> {
+        let mut fork = self.clone();
+        let common = common.canonicalize().map_err(|err| {
+            ExecError::Failed(format!("cannot resolve {}: {err}", common.display()))
+        })?;
+        fork.workspace = Workspace::open(workspace)
+            .map_err(convert)?
+            .with_common_dir(common);
+        Ok(Box::new(fork))
+    }
+
     fn open(&mut self, spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError> {
         let mut config = SessionConfig::new(self.workspace.clone(), self.init.clone());
         config.network = Network::None;

@@ -2,6 +2,8 @@
 //! the next action. Every transition it decides is logged as `task.state` before anything
 //! else happens, so a resumed run decides the same thing again.
 
+use std::collections::BTreeSet;
+
 use cordon_pipeline::{OutcomeCommit, OutcomeSpec};
 use cordon_protocol::event::{Outcome, TaskPhase, Verdict};
 use cordon_protocol::{Attempt, PHASES};
@@ -41,6 +43,8 @@ pub enum Next {
         outcome: Outcome,
         reason: String,
     },
+    /// Nothing to do until a busy task's phase ends (parallel tasks).
+    Wait,
 }
 
 /// The prefix of a validate phase's reason that sends its task back to plan.
@@ -49,6 +53,19 @@ pub const REPLAN: &str = "REPLAN";
 /// The next action, or `None` when the run has finished. `max_attempts` bounds the decompose
 /// step (the run's attempts apply to it).
 pub fn next(fold: &TaskFold, spec: &OutcomeSpec, max_attempts: u32) -> Next {
+    next_with(fold, spec, max_attempts, &BTreeSet::new())
+}
+
+/// [`next`] while the tasks in `busy` have a phase running on a thread of their own (`parallel`
+/// above 1): they are left alone, at most `parallel` tasks are between pending and an end at
+/// once, and the run does not finish while any is busy. With nothing busy and `parallel: 1`
+/// this is the sequential schedule.
+pub fn next_with(
+    fold: &TaskFold,
+    spec: &OutcomeSpec,
+    max_attempts: u32,
+    busy: &BTreeSet<String>,
+) -> Next {
     if !fold.planned {
         let decompose = &fold.decompose;
         if decompose.running {
@@ -81,7 +98,8 @@ pub fn next(fold: &TaskFold, spec: &OutcomeSpec, max_attempts: u32) -> Next {
     }
     // A phase that ended is moved on first; then an interrupted phase runs again; then the
     // task in a phase runs it.
-    for task in &fold.tasks {
+    let free = |id: &str| !busy.contains(id);
+    for task in fold.tasks.iter().filter(|t| free(&t.id)) {
         let Some(progress) = fold.progress.get(&task.id) else {
             continue;
         };
@@ -89,7 +107,7 @@ pub fn next(fold: &TaskFold, spec: &OutcomeSpec, max_attempts: u32) -> Next {
             return transition(&task.id, progress, ended, spec);
         }
     }
-    for task in &fold.tasks {
+    for task in fold.tasks.iter().filter(|t| free(&t.id)) {
         let Some(progress) = fold.progress.get(&task.id) else {
             continue;
         };
@@ -140,7 +158,13 @@ pub fn next(fold: &TaskFold, spec: &OutcomeSpec, max_attempts: u32) -> Next {
             };
         }
     }
-    for task in &fold.tasks {
+    let active = fold
+        .tasks
+        .iter()
+        .filter(|t| state_of(&t.id).is_some_and(|s| s != TaskPhase::Pending && !s.is_final()))
+        .count();
+    let room = usize::try_from(spec.parallel.get()).unwrap_or(usize::MAX);
+    for task in fold.tasks.iter().filter(|_| active < room) {
         if state_of(&task.id) == Some(TaskPhase::Pending)
             && task
                 .depends_on
@@ -155,6 +179,9 @@ pub fn next(fold: &TaskFold, spec: &OutcomeSpec, max_attempts: u32) -> Next {
                 reason: None,
             };
         }
+    }
+    if !busy.is_empty() {
+        return Next::Wait;
     }
     let ids = |wanted: TaskPhase| -> Vec<String> {
         fold.tasks

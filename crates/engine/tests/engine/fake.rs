@@ -3,8 +3,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cordon_engine::executor::{ExecError, Gauges, Purpose, Tick, Watch};
@@ -28,7 +29,14 @@ pub struct Behaviour {
     pub until_stopped: bool,
     /// What the session measures on its own (memory, tmpfs), tick by tick.
     pub gauges: Vec<Gauges>,
+    /// `(mine, theirs)`: the command makes the file `mine`, then waits (at most [`MEET_WAIT`])
+    /// for `theirs` to exist, and fails when it does not — so two commands meeting each other
+    /// both pass only when they run at the same time.
+    pub meet: Option<(PathBuf, PathBuf)>,
 }
+
+/// How long a [`Behaviour::meet`] command waits for the other.
+pub const MEET_WAIT: Duration = Duration::from_secs(20);
 
 /// How long a command that runs `until_stopped` lasts without a stop, in watch ticks.
 pub const MAX_TICKS: usize = 1000;
@@ -55,6 +63,44 @@ pub struct FakeExecutor {
     pub refuse: Option<String>,
     /// The commands a watch stopped, in order.
     pub stopped: Rc<RefCell<Vec<String>>>,
+    /// The sessions the executors forked from this one opened (parallel tasks), in order.
+    pub forked: Arc<Mutex<Vec<(PathBuf, Opened)>>>,
+}
+
+/// A [`FakeExecutor`] forked onto a task's worktree: the same script, its sessions recorded in
+/// the parent's `forked`.
+struct ForkedFake {
+    workspace: PathBuf,
+    script: BTreeMap<(String, u32), Behaviour>,
+    forked: Arc<Mutex<Vec<(PathBuf, Opened)>>>,
+}
+
+impl Executor for ForkedFake {
+    fn open(&mut self, spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError> {
+        self.forked
+            .lock()
+            .expect("forked")
+            .push((self.workspace.clone(), opened(spec)));
+        Ok(Box::new(FakeSession {
+            workspace: self.workspace.clone(),
+            attempt: spec.attempt.get(),
+            script: self.script.clone(),
+            side: SideEvents::default(),
+            stopped: Rc::default(),
+            gauges: Gauges::default(),
+        }))
+    }
+}
+
+fn opened(spec: &SessionSpec) -> Opened {
+    Opened {
+        step: spec.step.to_string(),
+        purpose: spec.purpose,
+        env: spec.env.clone(),
+        network: spec.network.clone(),
+        grants: spec.grants.clone(),
+        read_only: spec.workspace_read_only,
+    }
 }
 
 impl FakeExecutor {
@@ -83,20 +129,25 @@ struct FakeSession {
 }
 
 impl Executor for FakeExecutor {
+    fn fork(
+        &self,
+        workspace: &Path,
+        _common: &Path,
+    ) -> Result<Box<dyn Executor + Send>, ExecError> {
+        Ok(Box::new(ForkedFake {
+            workspace: workspace.to_path_buf(),
+            script: self.script.clone(),
+            forked: Arc::clone(&self.forked),
+        }))
+    }
+
     fn open(&mut self, spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError> {
         if let Some(message) = &self.refuse {
             return Err(ExecError::Refused(cordon_protocol::Refusal(
                 message.clone(),
             )));
         }
-        self.opened.push(Opened {
-            step: spec.step.to_string(),
-            purpose: spec.purpose,
-            env: spec.env.clone(),
-            network: spec.network.clone(),
-            grants: spec.grants.clone(),
-            read_only: spec.workspace_read_only,
-        });
+        self.opened.push(opened(spec));
         Ok(Box::new(FakeSession {
             workspace: self.workspace.clone(),
             attempt: spec.attempt.get(),
@@ -162,6 +213,25 @@ impl StepSession for FakeSession {
         on_output: &mut dyn FnMut(OutputStream, &[u8]),
     ) -> Result<CommandResult, ExecError> {
         let behaviour = self.behaviour(argv);
+        if let Some((mine, theirs)) = &behaviour.meet {
+            std::fs::write(mine, "").map_err(|e| ExecError::Failed(e.to_string()))?;
+            let deadline = std::time::Instant::now() + MEET_WAIT;
+            while !theirs.exists() {
+                if std::time::Instant::now() > deadline {
+                    on_output(
+                        OutputStream::Stderr,
+                        b"the other command never ran alongside\n",
+                    );
+                    return Ok(CommandResult {
+                        exit_code: 1,
+                        timed_out: false,
+                        stopped: false,
+                        duration: MEET_WAIT,
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         for (path, content) in &behaviour.writes {
             let full = self.workspace.join(path);
             if let Some(parent) = full.parent() {

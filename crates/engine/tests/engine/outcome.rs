@@ -69,7 +69,6 @@ impl Grants for Bounds {
 /// the first was.
 #[derive(Default)]
 struct Roles {
-    workspace: PathBuf,
     /// The engine-tool calls (`submit_tasks` / `submit_plan` arguments) of an attempt.
     calls: BTreeMap<(String, u32), Vec<Value>>,
     /// Files an attempt writes into the workspace.
@@ -193,7 +192,14 @@ impl AgentDriver for Roles {
             .cloned()
             .unwrap_or_default()
         {
-            std::fs::write(self.workspace.join(path), content).expect("write");
+            // Into the attempt's own workspace: a parallel task's worktree, or the main one.
+            // A content starting with `+` is appended to what the file holds.
+            let full = task.workspace.join(path);
+            let content = match content.strip_prefix('+') {
+                Some(more) => std::fs::read_to_string(&full).unwrap_or_default() + more,
+                None => content,
+            };
+            std::fs::write(full, content).expect("write");
         }
         let text = self
             .texts
@@ -207,9 +213,32 @@ impl AgentDriver for Roles {
     }
 }
 
+/// The roles shared by the drivers the engine forks for parallel tasks (one attempt at a time).
+#[derive(Clone)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Roles>>);
+
+impl AgentDriver for Shared {
+    fn run(
+        &mut self,
+        task: &AgentTask<'_>,
+        session: &mut dyn StepSession,
+        journal: &mut dyn Journal,
+    ) -> Result<AgentVerdict, DriverError> {
+        self.0.lock().expect("roles").run(task, session, journal)
+    }
+
+    fn fork(&self) -> Option<Box<dyn AgentDriver + Send>> {
+        Some(Box::new(self.clone()))
+    }
+}
+
 /// Starts (when fresh) or resumes the outcome run and drives it; `stop_after`: stop once the log
 /// holds that many events, as if the process died there.
-fn drive(h: &mut Harness, roles: &mut Roles, stop_after: Option<u64>) -> Result<Ending, String> {
+fn drive(
+    h: &mut Harness,
+    roles: &mut dyn AgentDriver,
+    stop_after: Option<u64>,
+) -> Result<Ending, String> {
     let fresh = h.records().is_empty();
     let mut observer = |record: &Record| match stop_after {
         Some(k) if record.seq >= k => Control::Stop,
@@ -230,7 +259,7 @@ fn drive(h: &mut Harness, roles: &mut Roles, stop_after: Option<u64>) -> Result<
     engine.drive().map_err(|e| e.to_string())
 }
 
-fn finish(h: &mut Harness, roles: &mut Roles) -> Outcome {
+fn finish(h: &mut Harness, roles: &mut dyn AgentDriver) -> Outcome {
     match drive(h, roles, None) {
         Ok(Ending::Finished(outcome)) => outcome,
         other => panic!("the run did not finish: {other:?}"),
@@ -267,7 +296,7 @@ fn plan(steps: &[&str]) -> Value {
 /// The reference outcome: an invalid graph fixed in the same conversation; `t1` fails its first
 /// verify, is revised, then the validator asks for another revision before accepting; `t2`
 /// (after `t1`) is sent back to plan once; `t3` is independent.
-fn reference(workspace: PathBuf) -> Roles {
+fn reference() -> Roles {
     let invalid = json!({"tasks": [
         {"id": "t1", "title": "Parse the flag", "depends_on": ["t2"]},
         {"id": "t2", "title": "Print JSON", "depends_on": ["t1"]}
@@ -278,7 +307,6 @@ fn reference(workspace: PathBuf) -> Roles {
         {"id": "t3", "title": "Document it"}
     ]});
     Roles {
-        workspace,
         tokens: 10,
         ..Roles::default()
     }
@@ -327,7 +355,7 @@ fn harness() -> Harness {
 #[test]
 fn an_outcome_goes_from_a_graph_through_every_phase_of_each_task() {
     let mut h = harness();
-    let mut roles = reference(h.workspace.clone());
+    let mut roles = reference();
     assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
     let fold = tasks(&h);
     assert_eq!(
@@ -446,7 +474,7 @@ fn a_failed_task_skips_its_dependents_and_an_independent_task_still_finishes() {
     let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
     h.pipeline = pipeline(&PIPELINE.replace("max_revisions: 2", "max_revisions: 0"));
     scripted(&mut h);
-    let mut roles = reference(h.workspace.clone());
+    let mut roles = reference();
     assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
     let fold = tasks(&h);
     assert_eq!(
@@ -482,7 +510,7 @@ fn a_failed_task_skips_its_dependents_and_an_independent_task_still_finishes() {
 #[test]
 fn grants_asked_for_in_a_plan_are_decided_at_once_and_scoped_to_the_task_across_resume() {
     let mut h = harness();
-    let mut roles = reference(h.workspace.clone()).call(
+    let mut roles = reference().call(
         "t1.plan",
         1,
         json!({"steps": ["fetch"], "egress": [
@@ -495,7 +523,7 @@ fn grants_asked_for_in_a_plan_are_decided_at_once_and_scoped_to_the_task_across_
     // t1's execute after the revision.
     let stop = {
         let mut probe = harness();
-        let mut probe_roles = reference(probe.workspace.clone()).call(
+        let mut probe_roles = reference().call(
             "t1.plan",
             1,
             json!({"steps": ["fetch"], "egress": [
@@ -569,7 +597,7 @@ fn a_plan_asking_for_egress_when_execute_takes_no_grants_is_told_so() {
         "execute: dev",
     ));
     scripted(&mut h);
-    let mut roles = reference(h.workspace.clone()).call(
+    let mut roles = reference().call(
         "t3.plan",
         1,
         json!({"steps": ["x"], "egress": [{"domain": "pkg.example.com", "reason": "r"}]}),
@@ -594,11 +622,7 @@ fn a_plan_asking_for_egress_when_execute_takes_no_grants_is_told_so() {
 #[test]
 fn a_decompose_without_a_valid_graph_fails_the_run_after_its_attempts() {
     let mut h = harness();
-    let mut roles = Roles {
-        workspace: h.workspace.clone(),
-        ..Roles::default()
-    }
-    .call("decompose", 1, json!({"tasks": []}));
+    let mut roles = Roles::default().call("decompose", 1, json!({"tasks": []}));
     assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
     assert_eq!(
         phases(&h),
@@ -623,7 +647,7 @@ fn a_decompose_without_a_valid_graph_fails_the_run_after_its_attempts() {
 fn a_budget_stops_the_outcome_run_resumably_and_a_higher_limit_finishes_it() {
     let mut h = harness();
     h.pipeline.budget.tokens = std::num::NonZeroU64::new(45);
-    let mut roles = reference(h.workspace.clone());
+    let mut roles = reference();
     let stopped = drive(&mut h, &mut roles, None).expect_err("the budget stops the run");
     assert!(
         stopped.contains("budget exhausted: tokens 50 of 45"),
@@ -649,7 +673,7 @@ fn a_budget_stops_the_outcome_run_resumably_and_a_higher_limit_finishes_it() {
 #[test]
 fn resume_after_any_event_of_an_outcome_run_converges_to_the_same_result() {
     let mut reference_run = harness();
-    let mut roles = reference(reference_run.workspace.clone());
+    let mut roles = reference();
     finish(&mut reference_run, &mut roles);
     let expected = (phases(&reference_run), summary(&tasks(&reference_run)));
     let total = reference_run.records().len() as u64;
@@ -659,7 +683,7 @@ fn resume_after_any_event_of_an_outcome_run_converges_to_the_same_result() {
     );
     for k in 1..=total {
         let mut h = harness();
-        let mut roles = reference(h.workspace.clone());
+        let mut roles = reference();
         assert_eq!(
             drive(&mut h, &mut roles, Some(k)),
             Ok(Ending::Stopped),
@@ -753,7 +777,7 @@ fn each_commit_mode_commits_as_it_says_and_once_across_a_resume() {
         h.pipeline = pipeline(&PIPELINE.replace("commit: none", &format!("commit: {mode}")));
         scripted(&mut h);
         with_git(&mut h);
-        let mut roles = reference(h.workspace.clone())
+        let mut roles = reference()
             .write("t2.execute", 1, "json.txt", "{}\n")
             .write("t3.execute", 1, "docs.txt", "--json\n");
         // Stop right after the first commit, then resume: every commit is made once.
@@ -762,7 +786,7 @@ fn each_commit_mode_commits_as_it_says_and_once_across_a_resume() {
             probe.pipeline = h.pipeline.clone();
             scripted(&mut probe);
             with_git(&mut probe);
-            let mut probe_roles = reference(probe.workspace.clone())
+            let mut probe_roles = reference()
                 .write("t2.execute", 1, "json.txt", "{}\n")
                 .write("t3.execute", 1, "docs.txt", "--json\n");
             finish(&mut probe, &mut probe_roles);
@@ -804,7 +828,7 @@ fn a_verify_that_changes_the_work_tree_fails_so_only_reviewed_work_is_committed(
             ..Behaviour::default()
         },
     );
-    let mut roles = reference(h.workspace.clone());
+    let mut roles = reference();
     assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
     let verify = h
         .records()
@@ -835,7 +859,7 @@ fn a_commit_that_cannot_be_made_fails_the_task_or_the_run_saying_why() {
     let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
     h.pipeline = pipeline(&PIPELINE.replace("commit: none", "commit: per_task"));
     scripted(&mut h);
-    let mut roles = reference(h.workspace.clone());
+    let mut roles = reference();
     assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
     let fold = tasks(&h);
     assert_eq!(fold.progress["t1"].state, TaskPhase::Failed);
@@ -851,7 +875,7 @@ fn a_commit_that_cannot_be_made_fails_the_task_or_the_run_saying_why() {
     let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
     h.pipeline = pipeline(&PIPELINE.replace("commit: none", "commit: end"));
     scripted(&mut h);
-    let mut roles = reference(h.workspace.clone());
+    let mut roles = reference();
     assert_eq!(finish(&mut h, &mut roles), Outcome::Failure);
     assert_eq!(
         h.state().reason.as_deref(),
@@ -867,4 +891,247 @@ fn a_commit_that_cannot_be_made_fails_the_task_or_the_run_saying_why() {
             .collect::<Vec<_>>(),
         [TaskPhase::Done; 3]
     );
+}
+
+/// Two independent tasks, `parallel: 2`, each committed: `t1` writes `a.txt`, `t2` writes
+/// `b.txt` (or `shared` for both), and (with `meet`) their verify commands meet each other.
+fn parallel_harness(shared: Option<(&str, &str)>, meet_up: bool) -> (Harness, Shared, PathBuf) {
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline(
+        &PIPELINE
+            .replace("commit: none", "commit: per_task\n  parallel: 2")
+            .replace("verify: [lint]", "verify: []"),
+    );
+    with_git(&mut h);
+    let meet = h.dir.path().join("meet");
+    std::fs::create_dir_all(&meet).expect("mkdir");
+    for (mine, theirs) in [("t1", "t2"), ("t2", "t1")].into_iter().filter(|_| meet_up) {
+        h.fake.on(
+            &format!("verify-{mine}"),
+            1,
+            Behaviour {
+                meet: Some((meet.join(mine), meet.join(theirs))),
+                ..Behaviour::default()
+            },
+        );
+    }
+    let graph = json!({"tasks": [
+        {"id": "t1", "title": "First", "verify": ["verify-t1"]},
+        {"id": "t2", "title": "Second", "verify": ["verify-t2"]}
+    ]});
+    let (one, two) = match shared {
+        Some((a, b)) => (("shared.txt", a), ("shared.txt", b)),
+        None => (("a.txt", "from t1\n"), ("b.txt", "from t2\n")),
+    };
+    let roles = Roles::default()
+        .call("decompose", 1, graph)
+        .call("t1.plan", 1, plan(&["one"]))
+        .call("t2.plan", 1, plan(&["two"]))
+        .write("t1.execute", 1, one.0, one.1)
+        .write("t2.execute", 1, two.0, two.1)
+        .say("t1.validate", 1, "VERDICT: ACCEPT")
+        .say("t2.validate", 1, "VERDICT: ACCEPT")
+        .say("t1.validate", 2, "VERDICT: ACCEPT")
+        .say("t2.validate", 2, "VERDICT: ACCEPT");
+    (
+        h,
+        Shared(std::sync::Arc::new(std::sync::Mutex::new(roles))),
+        meet,
+    )
+}
+
+#[test]
+fn two_parallel_tasks_run_at_once_in_their_own_worktrees_and_both_are_merged_and_committed() {
+    let (mut h, mut roles, meet) = parallel_harness(None, true);
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
+    // Both verify commands saw each other: they ran at the same time.
+    assert!(meet.join("t1").exists() && meet.join("t2").exists());
+    assert_eq!(
+        summary(&tasks(&h)),
+        [
+            ("t1".into(), TaskPhase::Done, 0, 0),
+            ("t2".into(), TaskPhase::Done, 0, 0)
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("a.txt")).expect("a"),
+        "from t1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("b.txt")).expect("b"),
+        "from t2\n"
+    );
+    let log = log(&h);
+    assert!(
+        log.contains("t1: First|t1") && log.contains("t2: Second|t2"),
+        "{log}"
+    );
+    assert_eq!(
+        log.lines().count(),
+        3,
+        "two task commits on the start: {log}"
+    );
+    // Every phase of a task ran in that task's worktree; decompose in the main workspace.
+    let forked = h.fake.forked.lock().expect("forked").clone();
+    assert!(!forked.is_empty());
+    for (workspace, opened) in &forked {
+        let task = opened.step.split('.').next().expect("a task");
+        assert!(
+            workspace.ends_with(format!("worktrees/{}/{task}/work", h.run)),
+            "{} ran in {}",
+            opened.step,
+            workspace.display()
+        );
+        let writes = opened.step.ends_with(".execute") || opened.step.ends_with(".verify");
+        assert_eq!(opened.read_only, !writes, "{}", opened.step);
+    }
+    assert!(h.fake.opened.iter().all(|o| o.step == "decompose"));
+    assert!(
+        !h.dir
+            .path()
+            .join("state/worktrees")
+            .join(h.run.to_string())
+            .exists(),
+        "the run's worktrees are removed when it ends"
+    );
+    let records = h.records();
+    assert!(
+        records
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.seq == i as u64 + 1)
+    );
+    // Each task's diff is its own change only.
+    let diff_of = |step: &str| {
+        records
+            .iter()
+            .rev()
+            .find_map(|r| match (&r.step, &r.event) {
+                (
+                    Some(s),
+                    Event::StepFinished {
+                        diff: Some(blob), ..
+                    },
+                ) if s.as_str() == step => h.store.blob(*blob).expect("blob"),
+                _ => None,
+            })
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let one = diff_of("t1.execute");
+    assert!(one.contains("a.txt") && !one.contains("b.txt"), "{one}");
+}
+
+#[test]
+fn two_parallel_tasks_changing_the_same_line_conflict_and_the_later_is_revised_on_top() {
+    let (mut h, mut roles, _) = parallel_harness(Some(("value = 1\n", "value = 2\n")), true);
+    std::fs::write(h.workspace.join("shared.txt"), "value = 0\n").expect("write");
+    // Committed, so both tasks change the same line of a tracked file.
+    for args in [
+        vec!["add", "shared.txt"],
+        vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.test",
+            "commit",
+            "-qm",
+            "shared",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(&args)
+            .current_dir(&h.workspace)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .expect("git");
+        assert!(status.success());
+    }
+    // Whichever merges second conflicts; its second execute builds on the other's line.
+    {
+        let mut inner = roles.0.lock().expect("roles");
+        let taken = std::mem::take(&mut *inner);
+        *inner = taken
+            .write("t1.execute", 2, "shared.txt", "+and t1\n")
+            .write("t2.execute", 2, "shared.txt", "+and t2\n");
+    }
+    assert_eq!(finish(&mut h, &mut roles), Outcome::Success);
+    let fold = tasks(&h);
+    let revised: Vec<&String> = fold
+        .tasks
+        .iter()
+        .map(|t| &t.id)
+        .filter(|id| fold.progress[*id].revision == 1)
+        .collect();
+    assert_eq!(revised.len(), 1, "{:?}", summary(&fold));
+    let (loser, winner) = if revised[0] == "t1" {
+        ("t1", "t2")
+    } else {
+        ("t2", "t1")
+    };
+    let conflicted = h.records().iter().any(|r| {
+        matches!(&r.event, Event::TaskState { task, state: TaskPhase::Executing, reason: Some(reason), .. }
+            if task == loser && reason.contains("conflicted") && reason.contains("<<<<<<<"))
+    });
+    assert!(conflicted, "the conflict is the revision's findings");
+    let roles = roles.0.lock().expect("roles");
+    assert!(
+        roles
+            .prompt_of(&format!("{loser}.execute"), 2)
+            .contains("conflicted"),
+        "the second execute is told about the conflict"
+    );
+    let value = |task: &str| {
+        if task == "t1" {
+            "value = 1"
+        } else {
+            "value = 2"
+        }
+    };
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("shared.txt")).expect("shared"),
+        format!("{}\nand {loser}\n", value(winner)),
+        "the revision ran on a fresh worktree holding the accepted task"
+    );
+    assert_eq!(log(&h).lines().count(), 4, "two task commits: {}", log(&h));
+}
+
+#[test]
+fn a_parallel_run_stopped_after_any_event_resumes_to_the_same_result() {
+    // Without the meeting commands: a task stopped while waiting for the other would wait out
+    // its bound.
+    let (mut reference, mut roles, _) = parallel_harness(None, false);
+    assert_eq!(finish(&mut reference, &mut roles), Outcome::Success);
+    let total = reference.records().len() as u64;
+    // Every fifth event (and the last few), each a fresh run stopped there and resumed.
+    let mut ks: Vec<u64> = (2..total).step_by(5).collect();
+    ks.extend(total.saturating_sub(3)..total);
+    for k in ks {
+        let (mut h, mut roles, _) = parallel_harness(None, false);
+        assert_eq!(
+            drive(&mut h, &mut roles, Some(k)),
+            Ok(Ending::Stopped),
+            "k = {k}"
+        );
+        assert_eq!(finish(&mut h, &mut roles), Outcome::Success, "k = {k}");
+        assert_eq!(summary(&tasks(&h)), summary(&tasks(&reference)), "k = {k}");
+        assert_eq!(
+            std::fs::read_to_string(h.workspace.join("a.txt")).expect("a"),
+            "from t1\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(h.workspace.join("b.txt")).expect("b"),
+            "from t2\n"
+        );
+        assert_eq!(log(&h).lines().count(), 3, "k = {k}: {}", log(&h));
+        let records = h.records();
+        assert!(
+            records
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.seq == i as u64 + 1),
+            "k = {k}"
+        );
+    }
 }

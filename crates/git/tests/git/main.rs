@@ -5,6 +5,7 @@
 
 mod attacks;
 mod guard;
+mod parallel;
 mod private;
 mod support;
 

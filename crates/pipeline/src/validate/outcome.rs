@@ -59,20 +59,7 @@ pub(crate) fn outcome(
     let max_revisions = count(out, "max_revisions", DEFAULT_MAX_REVISIONS);
     let max_replans = count(out, "max_replans", DEFAULT_MAX_REPLANS);
     let parallel = match fields.get("parallel") {
-        Some(n) => positive_u32(out, n, "parallel", 1).and_then(|p| {
-            // Said rather than ignored: a key that does not do what it says is worse than none.
-            if p.get() > 1 {
-                out.error(
-                    n.at,
-                    format!(
-                        "`parallel: {p}`: this cordon carries out an outcome's tasks one at a \
-                         time; set `parallel: 1` or leave it out"
-                    ),
-                );
-                return None;
-            }
-            Some(p)
-        }),
+        Some(n) => positive_u32(out, n, "parallel", 1),
         None => Some(NonZeroU32::MIN),
     };
     let commit = match fields.get("commit") {

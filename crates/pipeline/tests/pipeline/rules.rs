@@ -305,7 +305,7 @@ fn an_outcome_pipeline_reports_every_problem_at_once() {
     check(
         "outcome_problems",
         &format!(
-            "name: x\n{LLM}outcome:\n  decompose: dev\n  plan: nobody\n  execute: {{agent: dev, network: {{allow: [], grants: true}}, artifact: a.md}}\n  scrutinize: {{prompt: p}}\n  verify: [\"\", {{command: make test, timeout: 0}}, {{setup: x}}]\n  max_tasks: 0\n  max_revisions: -1\n  parallel: 2\n  commit: always\n"
+            "name: x\n{LLM}outcome:\n  decompose: dev\n  plan: nobody\n  execute: {{agent: dev, network: {{allow: [], grants: true}}, artifact: a.md}}\n  scrutinize: {{prompt: p}}\n  verify: [\"\", {{command: make test, timeout: 0}}, {{setup: x}}]\n  max_tasks: 0\n  max_revisions: -1\n  parallel: 0\n  commit: always\n"
         ),
     );
     check(

@@ -12,6 +12,31 @@ fn started() -> Event {
 }
 
 #[test]
+fn two_connections_appending_to_one_run_at_once_keep_its_sequence_contiguous() {
+    let (_dir, store) = store();
+    let id = run(&store, 1);
+    let step = StepName::parse("test").ok();
+    let others: Vec<_> = (0..2).map(|_| store.connect().expect("connect")).collect();
+    std::thread::scope(|scope| {
+        for other in others {
+            let step = step.clone();
+            scope.spawn(move || {
+                for _ in 0..100 {
+                    other.append(id, step.as_ref(), &started()).expect("append");
+                }
+            });
+        }
+    });
+    let seqs: Vec<u64> = store
+        .events(id)
+        .expect("events")
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(seqs, (1..=200).collect::<Vec<u64>>());
+}
+
+#[test]
 fn sequences_are_contiguous_per_run_from_one() {
     let (_dir, store) = store();
     let (a, b) = (run(&store, 1), run(&store, 2));

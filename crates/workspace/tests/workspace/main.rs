@@ -560,3 +560,58 @@ fn the_view_resolves_beneath_the_directory_it_opened() {
 }
 
 mod tree;
+
+#[test]
+fn directories_links_and_modes_are_made_beneath_the_workspace_and_never_through_a_link() {
+    let setup = Setup::new();
+    std::fs::create_dir(setup.ws("real")).unwrap();
+    symlink(&setup.host, setup.ws("escape")).unwrap();
+    std::fs::write(setup.ws("plain"), "x").unwrap();
+    for view in setup.views() {
+        // The controls: directories, an executable file and a link are made inside.
+        view.create_dirs(&path("real/a/b")).unwrap();
+        view.create_dirs(&path("real/a/b")).unwrap();
+        assert!(setup.ws("real/a/b").is_dir());
+        view.write_file(&path("real/a/run.sh"), b"#!/bin/sh\n", true)
+            .unwrap();
+        let mode = std::fs::metadata(setup.ws("real/a/run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o100, 0o100, "executable");
+        view.write_file(&path("real/a/run.sh"), b"#!/bin/sh\n", false)
+            .unwrap();
+        let mode = std::fs::metadata(setup.ws("real/a/run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0, "no longer executable");
+        view.symlink(&path("real/link"), b"../../home/id_ed25519")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_link(setup.ws("real/link")).unwrap(),
+            Path::new("../../home/id_ed25519")
+        );
+        // Replacing the link replaces the link, not what it points to.
+        view.symlink(&path("real/link"), b"elsewhere").unwrap();
+        assert_eq!(std::fs::read_to_string(setup.canary()).unwrap(), CANARY);
+        std::fs::remove_file(setup.ws("real/link")).unwrap();
+        std::fs::remove_dir_all(setup.ws("real/a")).unwrap();
+        // Refusals: below a link, below a file; nothing appears on the host.
+        assert!(matches!(
+            view.create_dirs(&path("escape/made")),
+            Err(ViewError::Blocked { .. })
+        ));
+        assert!(view.create_dirs(&path("plain/made")).is_err());
+        assert!(view.write_file(&path("escape/new"), b"x", false).is_err());
+        assert!(view.symlink(&path("escape/new-link"), b"x").is_err());
+        assert!(!setup.host.join("made").exists());
+        assert!(!setup.host.join("new").exists());
+        assert!(!setup.host.join("new-link").exists());
+        // A directory is never replaced by a link.
+        assert!(matches!(
+            view.symlink(&path("real"), b"x"),
+            Err(ViewError::NotAFile { .. })
+        ));
+    }
+}
