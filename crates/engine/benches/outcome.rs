@@ -9,6 +9,9 @@
 //! * Resume: reading that run's log and folding it into the run state and the task fold, plus
 //!   the scheduler's next action (what `cordon run --resume` does before it runs anything),
 //!   against folding the run state alone.
+//! * Parallel tasks: the same 20 tasks with `parallel: 4` against `parallel: 1` (what the
+//!   worktrees, threads and merges cost), and 8 tasks whose verify takes 200 ms, one at a time
+//!   against four at once (the wall time saved).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,14 +31,23 @@ use cordon_store::{RunRow, StateDir, Store};
 const TASKS: usize = 20;
 const ROUNDS: u128 = 5;
 
-/// Sessions that run nothing.
-struct Noop;
+/// Sessions that run nothing, except that a command `work` takes `work` to run.
+#[derive(Clone, Copy)]
+struct Noop {
+    work: Duration,
+}
 
-struct NoopSession;
+struct NoopSession {
+    work: Duration,
+}
 
 impl Executor for Noop {
     fn open(&mut self, _spec: &SessionSpec) -> Result<Box<dyn StepSession>, ExecError> {
-        Ok(Box::new(NoopSession))
+        Ok(Box::new(NoopSession { work: self.work }))
+    }
+
+    fn fork(&self, _: &Path, _: &Path) -> Result<Box<dyn Executor + Send>, ExecError> {
+        Ok(Box::new(*self))
     }
 }
 
@@ -55,9 +67,12 @@ impl StepSession for NoopSession {
 
     fn run(
         &mut self,
-        _argv: &[String],
+        argv: &[String],
         on_output: &mut dyn FnMut(OutputStream, &[u8]),
     ) -> Result<CommandResult, ExecError> {
+        if argv.last().is_some_and(|c| c == "work") {
+            std::thread::sleep(self.work);
+        }
         on_output(OutputStream::Stdout, b"ok\n");
         Ok(CommandResult {
             exit_code: 0,
@@ -82,10 +97,15 @@ impl Grants for NoGrants {
     }
 }
 
-/// Submits a graph of [`TASKS`] independent tasks, plans each, accepts each.
-struct Instant_;
+/// Submits a graph of `.0` independent tasks, plans each, accepts each.
+#[derive(Clone, Copy)]
+struct Instant_(usize);
 
 impl AgentDriver for Instant_ {
+    fn fork(&self) -> Option<Box<dyn AgentDriver + Send>> {
+        Some(Box::new(*self))
+    }
+
     fn run(
         &mut self,
         task: &AgentTask<'_>,
@@ -96,7 +116,7 @@ impl AgentDriver for Instant_ {
         let (tool, arguments) = match step.split_once('.') {
             None => (
                 "submit_tasks",
-                serde_json::json!({"tasks": (0..TASKS).map(|i| serde_json::json!({
+                serde_json::json!({"tasks": (0..self.0).map(|i| serde_json::json!({
                     "id": format!("t{i}"), "title": format!("Task {i}"),
                     "description": "Change one thing.", "acceptance": ["it works"]
                 })).collect::<Vec<_>>()}),
@@ -172,6 +192,7 @@ fn drive(
     pipeline: &cordon_pipeline::Pipeline,
     round: u128,
     outcome: Option<&str>,
+    (tasks, work): (usize, Duration),
 ) -> (Duration, Store, RunId) {
     let store = Store::open(&StateDir::new(state.to_path_buf())).expect("store");
     let run = RunId::from_parts(1_769_860_800_000, round);
@@ -194,8 +215,8 @@ fn drive(
     )
     .expect("git");
     let secrets = Secrets::default();
-    let mut executor = Noop;
-    let mut driver = Instant_;
+    let mut executor = Noop { work };
+    let mut driver = Instant_(tasks);
     let mut observer = |_: &Record| Control::Continue;
     let start = Instant::now();
     let cx = RunContext {
@@ -248,9 +269,23 @@ fn main() {
     let mut state_only_best = Duration::MAX;
     let mut events = 0;
     for round in 0..ROUNDS {
-        let (took, store, run) = drive(&ws, &state, &outcome, 2 * round + 1, Some("Do it."));
+        let (took, store, run) = drive(
+            &ws,
+            &state,
+            &outcome,
+            2 * round + 1,
+            Some("Do it."),
+            (TASKS, Duration::ZERO),
+        );
         outcome_best = outcome_best.min(took);
-        let (took, _, _) = drive(&ws, &state, &steps, 2 * round + 2, None);
+        let (took, _, _) = drive(
+            &ws,
+            &state,
+            &steps,
+            2 * round + 2,
+            None,
+            (TASKS, Duration::ZERO),
+        );
         steps_best = steps_best.min(took);
         // Resume: read the log, fold both states, decide the next action.
         let start = Instant::now();
@@ -287,5 +322,101 @@ fn main() {
         "resume of the {TASKS}-task run's log ({events} events: read + fold run state and tasks + next action): {:.2} ms (run state alone {:.2} ms)",
         resume_best.as_secs_f64() * 1e3,
         state_only_best.as_secs_f64() * 1e3
+    );
+    parallel(&ws, &state);
+    worktrees(&ws, &state);
+}
+
+/// A task's worktree against git's own: `Repo::create_worktree` (base commit included) and
+/// `git worktree add --detach` of the same 200-file repository, alternating, each removed
+/// after, best of 10 each.
+fn worktrees(ws: &Path, state: &Path) {
+    let env = |_: &str| None;
+    let bench = pipeline("name: bench\nsteps:\n  - {name: a, command: [\"true\"]}\n");
+    let host = cordon_engine::run::open_workspace(ws, &bench, None, &env).expect("git");
+    let repo = host.git().expect("repository");
+    let (mut ours, mut theirs) = (Duration::MAX, Duration::MAX);
+    for round in 0..10 {
+        let dir = state.join(format!("wt-ours-{round}"));
+        let start = Instant::now();
+        let base = repo
+            .base_commit(
+                host.view(),
+                "bench",
+                &[],
+                &mut cordon_git::StatCache::default(),
+            )
+            .expect("base");
+        repo.create_worktree(base, &dir).expect("worktree");
+        ours = ours.min(start.elapsed());
+        std::fs::remove_dir_all(&dir).expect("rm");
+        let dir = state.join(format!("wt-git-{round}"));
+        let start = Instant::now();
+        git(
+            ws,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                &dir.display().to_string(),
+            ],
+        );
+        theirs = theirs.min(start.elapsed());
+        git(
+            ws,
+            &["worktree", "remove", "--force", &dir.display().to_string()],
+        );
+    }
+    println!(
+        "a task's worktree of the 200-file repository: cordon {:.1} ms (base commit + checkout + index + syncfs), peer `git worktree add --detach` {:.1} ms: {:.2}x",
+        ours.as_secs_f64() * 1e3,
+        theirs.as_secs_f64() * 1e3,
+        ours.as_secs_f64() / theirs.as_secs_f64()
+    );
+}
+
+/// Parallel tasks: what a task's worktree, threads and merge cost (no-op sessions, `parallel:
+/// 4` against `parallel: 1`, the same 20 tasks), and the wall time of 8 tasks whose verify
+/// takes 200 ms, one at a time against four at once.
+fn parallel(ws: &Path, state: &Path) {
+    let yaml = |n: u32| {
+        pipeline(&format!(
+            "name: bench\nllm: {{provider: replay, transcript: t.jsonl}}\noutcome:\n  decompose: a\n  plan: a\n  execute: a\n  scrutinize: a\n  validate: a\n  verify: [work]\n  parallel: {n}\n  commit: none\n"
+        ))
+    };
+    let (one, four) = (yaml(1), yaml(4));
+    let phases = (1 + 5 * TASKS) as f64;
+    let mut best = [Duration::MAX; 4];
+    let mut round = 1000;
+    for _ in 0..ROUNDS {
+        for (i, (p, tasks, work)) in [
+            (&one, TASKS, Duration::ZERO),
+            (&four, TASKS, Duration::ZERO),
+            (&one, 8, Duration::from_millis(200)),
+            (&four, 8, Duration::from_millis(200)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            round += 1;
+            let (took, _, _) = drive(ws, state, p, round, Some("Do it."), (tasks, work));
+            best[i] = best[i].min(took);
+        }
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "{TASKS} tasks, no-op sessions: parallel 1 {:.1} ms ({:.2} ms/phase), parallel 4 {:.1} ms ({:.2} ms/phase): worktrees + threads + merges {:.2} ms per task",
+        ms(best[0]),
+        ms(best[0]) / phases,
+        ms(best[1]),
+        ms(best[1]) / phases,
+        (ms(best[1]) - ms(best[0])) / TASKS as f64
+    );
+    println!(
+        "8 tasks whose verify takes 200 ms: parallel 1 {:.0} ms, parallel 4 {:.0} ms: {:.2}x faster",
+        ms(best[2]),
+        ms(best[3]),
+        best[2].as_secs_f64() / best[3].as_secs_f64()
     );
 }

@@ -1044,6 +1044,18 @@ impl<'a> Engine<'a> {
         message: &str,
         trailer: &str,
     ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
+        self.commit_of(step, message, trailer, None)
+    }
+
+    /// [`Engine::commit`] of the work tree, or (`accepted`: a parallel outcome run) of the tree
+    /// of the run's accepted commit, whatever else the work tree holds.
+    fn commit_of(
+        &mut self,
+        step: Option<&StepName>,
+        message: &str,
+        trailer: &str,
+        accepted: Option<cordon_git::ObjectId>,
+    ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
         let Some(git) = self.cx.workspace.git() else {
             return Ok((
                 Verdict::Fail,
@@ -1067,13 +1079,17 @@ impl<'a> Engine<'a> {
         }));
         // `HEAD` moves: a diff taken against the old one no longer holds.
         self.last_diff = None;
-        match git.commit(
-            self.cx.workspace.view(),
-            message,
-            trailer,
-            &exclude,
-            &mut self.cache,
-        ) {
+        let committed = match accepted {
+            Some(accepted) => git.commit_accepted(accepted, message, trailer),
+            None => git.commit(
+                self.cx.workspace.view(),
+                message,
+                trailer,
+                &exclude,
+                &mut self.cache,
+            ),
+        };
+        match committed {
             Ok(Some(committed)) => {
                 if self.state.commit.as_deref() != Some(committed.sha.as_str()) {
                     self.append(
@@ -1136,9 +1152,13 @@ impl<'a> Engine<'a> {
             return Ok(*blob);
         }
         let mut patch = diff.patch;
-        if digest && !diff.changes.is_empty() {
+        if digest && (!diff.changes.is_empty() || !diff.skipped.is_empty()) {
             patch.extend_from_slice(
-                format!("# cordon: tree {}\n", tree_digest(&diff.changes)).as_bytes(),
+                format!(
+                    "# cordon: tree {}\n",
+                    tree_digest(&diff.changes, &diff.skipped)
+                )
+                .as_bytes(),
             );
         }
         let blob = if patch.is_empty() {
@@ -1333,8 +1353,18 @@ fn stopped_error() -> cordon_agent::JournalError {
 
 /// A digest of a work tree's changes against `HEAD`: every changed path with its new mode and
 /// blob id (or its deletion).
-fn tree_digest(changes: &[(Vec<u8>, cordon_git::Change)]) -> String {
+/// Entries the snapshot skipped (a file grown sparse or huge, one turned into a FIFO) count
+/// with their path and why, so a verify that makes a tracked file unreadable changes the digest.
+fn tree_digest(
+    changes: &[(Vec<u8>, cordon_git::Change)],
+    skipped: &[cordon_git::Skipped],
+) -> String {
     let mut hash = Sha256::new();
+    for entry in skipped {
+        let line = format!("skipped {entry}\n");
+        hash.update((line.len() as u64).to_le_bytes());
+        hash.update(line.as_bytes());
+    }
     for (path, change) in changes {
         hash.update((path.len() as u64).to_le_bytes());
         hash.update(path);

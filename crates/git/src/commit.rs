@@ -67,16 +67,48 @@ impl Repo {
         if flat == head_flat {
             return Ok(None);
         }
-        let changed = crate::diff::changes(&head_flat, &flat);
         self.refuse_object_links()?;
-        for (path, change) in &changed {
+        for (path, change) in crate::diff::changes(&head_flat, &flat) {
             let entry = match change {
                 crate::diff::Change::Added(entry)
                 | crate::diff::Change::Modified { new: entry, .. } => entry,
                 crate::diff::Change::Deleted(_) => continue,
             };
-            self.write_blob(workspace, path, entry, &snapshot)?;
+            self.write_blob(workspace, &path, &entry, &snapshot)?;
         }
+        self.commit_flat(flat, message, trailer, &snapshot)
+    }
+
+    /// Commits `flat` (its blobs stored already) on HEAD with `message` and `trailer`, moving
+    /// HEAD and rewriting the index (with `snapshot`'s metadata where it read the file).
+    /// `Ok(None)` when HEAD has that tree, HEAD itself when it holds every trailer line.
+    pub(crate) fn commit_flat(
+        &self,
+        flat: Flat,
+        message: &str,
+        trailer: &str,
+        snapshot: &Snapshot,
+    ) -> Result<Option<Committed>, GitError> {
+        let head = self.head()?;
+        let (head_tree, head_message) = self.commit_parts(&head)?;
+        let holds = |wanted: &str| {
+            head_message
+                .lines()
+                .any(|line| line.trim() == wanted.trim())
+        };
+        if trailer.lines().all(holds) {
+            return Ok(Some(Committed {
+                sha: head.to_string(),
+                created: false,
+                files: Vec::new(),
+                files_omitted: 0,
+            }));
+        }
+        let head_flat = tree::flatten(&self.objects, &head_tree)?;
+        if flat == head_flat {
+            return Ok(None);
+        }
+        let changed = crate::diff::changes(&head_flat, &flat);
         let tree = tree::write(&self.objects, &flat)?;
         let signature = self.signature();
         let full_message = format!("{}\n\n{trailer}\n", message.trim_end());
@@ -95,7 +127,7 @@ impl Repo {
         self.refuse_links(false, "index", Expect::File)?;
         self.refuse_links(false, "index.lock", Expect::File)?;
         self.move_head(head, id, &signature)?;
-        self.write_index(&flat, &snapshot)?;
+        self.write_index(&flat, snapshot)?;
         Ok(Some(Committed {
             sha: id.to_string(),
             created: true,

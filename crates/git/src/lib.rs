@@ -32,6 +32,8 @@ pub use commit::{Committed, MAX_FILES};
 pub use diff::{Change, PatchLimits, changes, quote, status};
 pub use error::GitError;
 pub use fuzzing::fuzz_stage;
+/// A git object id (a run's accepted commit, for the engine).
+pub use gix_hash::ObjectId;
 pub use identity::user_identity;
 pub use ignore::{MAX_RULE_BYTES, MAX_RULES};
 pub use parallel::{MAX_CONFLICT_REPORT, Merged, Worktree};

@@ -38,8 +38,12 @@ const MAX_CONFLICT_PATHS: usize = 50;
 /// How a task's merge into the main work tree ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Merged {
-    /// Written into the main work tree: the paths it changed there, in order.
-    Clean { changed: Vec<String> },
+    /// Written into the main work tree: the paths it changed there, in order, and the run's
+    /// new accepted commit (the one passed in, with the task's changes as merged).
+    Clean {
+        changed: Vec<String>,
+        accepted: ObjectId,
+    },
     /// Nothing was written: what conflicted, for the task's next `execute` (bounded by
     /// [`MAX_CONFLICT_REPORT`]).
     Conflict { paths: Vec<String>, report: String },
@@ -62,6 +66,14 @@ impl Worktree {
             git_dir: dir.join("git"),
         }
     }
+}
+
+/// Whether a file is written into a new checkout (made durable once at its end) or into a
+/// work tree (each file durable when written).
+#[derive(Clone, Copy)]
+enum Fresh {
+    Yes,
+    No,
 }
 
 /// What the merge takes for one path.
@@ -154,6 +166,9 @@ impl Repo {
         let view = View::open(&made.work).map_err(GitError::io("open", &made.work))?;
         self.check_out(&flat, &view)?;
         self.write_index_at(&made.git_dir.join("index"), &flat, &Default::default())?;
+        // One flush of the filesystem for the whole checkout, before it is renamed into place.
+        view.sync_filesystem()
+            .map_err(GitError::io("flush the worktree at", &made.work))?;
         std::fs::rename(&partial, dir).map_err(GitError::io("rename", &partial))?;
         Ok(last)
     }
@@ -168,7 +183,7 @@ impl Repo {
                     cordon_protocol::text::escape_line(&String::from_utf8_lossy(path))
                 ))
             })?;
-            self.put(view, &ws, entry, None)?;
+            self.put(view, &ws, entry, None, Fresh::Yes)?;
         }
         Ok(())
     }
@@ -180,6 +195,7 @@ impl Repo {
         path: &WsPath,
         entry: &Entry,
         bytes: Option<&[u8]>,
+        fresh: Fresh,
     ) -> Result<(), GitError> {
         if let (Some(parent), _) = path.split() {
             let parent = WsPath::from_bytes(parent)
@@ -198,8 +214,13 @@ impl Repo {
         match entry.mode {
             Mode::Gitlink => view.create_dirs(path)?,
             Mode::Link => view.symlink(path, bytes)?,
-            Mode::File => view.write_file(path, bytes, false)?,
-            Mode::Executable => view.write_file(path, bytes, true)?,
+            Mode::File | Mode::Executable => {
+                let executable = entry.mode == Mode::Executable;
+                match fresh {
+                    Fresh::Yes => view.create_file(path, bytes, executable)?,
+                    Fresh::No => view.write_file(path, bytes, executable)?,
+                }
+            }
         }
         Ok(())
     }
@@ -226,13 +247,18 @@ impl Repo {
 
     /// Merges the task's work tree (`task`, whose HEAD is the base it started from) into this
     /// repository's work tree `main`: written only when clean. `exclude` paths (the run's
-    /// tooling) are never changed.
+    /// tooling) are never changed. `accepted` is the run's accepted commit and the message of
+    /// the next: the task's changes, as merged, are added to its tree — only those paths, so
+    /// nothing else of the main work tree (a file an accepted `.gitignore` change stopped
+    /// ignoring) reaches a later task's worktree or a commit. Merging again after a crash
+    /// writes nothing and returns the same accepted tree.
     pub fn merge(
         &self,
         main: &View,
         task: &Repo,
         task_view: &View,
         exclude: &[WsPath],
+        accepted: (ObjectId, &str),
         cache: &mut StatCache,
     ) -> Result<Merged, GitError> {
         self.check_pinned()?;
@@ -265,9 +291,15 @@ impl Repo {
             .collect();
         let mut takes: BTreeMap<Vec<u8>, Take> = BTreeMap::new();
         let mut conflicts: Vec<(Vec<u8>, String)> = Vec::new();
+        // What the task changed, as it ends up in the main work tree (`None`: deleted).
+        let mut task_changes: BTreeMap<Vec<u8>, Option<Entry>> = BTreeMap::new();
         for path in paths {
             let (b, o, t) = (base.get(path), ours.get(path), theirs.get(path));
-            if t == b || o == t || excluded(path) {
+            if t == b || excluded(path) {
+                continue;
+            }
+            task_changes.insert(path.clone(), t.copied());
+            if o == t {
                 continue;
             }
             if o == b {
@@ -328,7 +360,22 @@ impl Repo {
         for (path, take) in &takes {
             if matches!(take, Take::Task(_) | Take::Merged(..)) && !ours.contains_key(path) {
                 let ws = ws_path(path)?;
-                if let Some(meta) = main.meta(&ws)?
+                let meta = match main.meta(&ws) {
+                    Ok(meta) => meta,
+                    // Below a link or a file of the main work tree: in the way, a conflict
+                    // (never followed).
+                    Err(ViewError::Blocked { .. }) => {
+                        conflicts.push((
+                            path.clone(),
+                            "the main work tree has a link or a file where its directory would \
+                             be"
+                            .to_owned(),
+                        ));
+                        continue;
+                    }
+                    Err(err) => return Err(err.into()),
+                };
+                if let Some(meta) = meta
                     && !(meta.kind == Kind::Directory
                         && result.get(path).is_some_and(|e| e.mode == Mode::Gitlink))
                 {
@@ -353,19 +400,93 @@ impl Repo {
             }
         }
         let mut changed = Vec::new();
+        self.refuse_object_links()?;
         for (path, take) in &takes {
             let ws = ws_path(path)?;
             match take {
                 Take::Delete => {}
                 Take::Task(entry) => {
                     let bytes = read_checked(task_view, &ws, entry)?;
-                    self.put(main, &ws, entry, Some(&bytes))?;
+                    self.put(main, &ws, entry, Some(&bytes), Fresh::No)?;
+                    self.store_blob(entry, &bytes)?;
                 }
-                Take::Merged(entry, bytes) => self.put(main, &ws, entry, Some(bytes))?,
+                Take::Merged(entry, bytes) => {
+                    self.put(main, &ws, entry, Some(bytes), Fresh::No)?;
+                    self.store_blob(entry, bytes)?;
+                    task_changes.insert(path.clone(), Some(*entry));
+                }
             }
             changed.push(String::from_utf8_lossy(path).into_owned());
         }
-        Ok(Merged::Clean { changed })
+        // The accepted tree: the old one with the task's changes. A change the main work tree
+        // already held (a merge repeated after a crash) has its blob stored from the task's file.
+        let (accepted, message) = accepted;
+        let (accepted_tree, _) = self.commit_parts(&accepted)?;
+        let mut flat = tree::flatten(&self.objects, &accepted_tree)?;
+        for (path, entry) in &task_changes {
+            match entry {
+                Some(entry) => {
+                    if !matches!(takes.get(path), Some(Take::Task(_) | Take::Merged(..))) {
+                        let bytes = read_checked(task_view, &ws_path(path)?, entry)?;
+                        self.store_blob(entry, &bytes)?;
+                    }
+                    flat.insert(path.clone(), *entry);
+                }
+                None => {
+                    flat.remove(path);
+                }
+            }
+        }
+        let tree = tree::write(&self.objects, &flat)?;
+        let signature = self.signature();
+        let commit = gix_object::Commit {
+            tree,
+            parents: vec![accepted].into(),
+            author: signature.clone(),
+            committer: signature,
+            encoding: None,
+            message: BString::from(format!("{}\n", message.trim_end())),
+            extra_headers: Vec::new(),
+        };
+        let accepted = self.write_object(&commit)?;
+        Ok(Merged::Clean { changed, accepted })
+    }
+
+    /// Stores `bytes` as the blob of `entry` unless the store has it (a submodule has none).
+    fn store_blob(&self, entry: &Entry, bytes: &[u8]) -> Result<(), GitError> {
+        use gix_object::{Exists as _, Write as _};
+        if entry.mode == Mode::Gitlink || self.objects.exists(&entry.id) {
+            return Ok(());
+        }
+        let written = self
+            .objects
+            .write_buf(gix_object::Kind::Blob, bytes)
+            .map_err(GitError::library("write a blob"))?;
+        if written != entry.id {
+            return Err(GitError::Objects(format!(
+                "the blob written for {} is {written}",
+                entry.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Commits the tree of the run's accepted commit `accepted` on HEAD with `message` and the
+    /// trailer lines `trailer` (HEAD its parent, the index rewritten to it), as
+    /// [`Repo::commit`] does for a work tree: `Ok(None)` when HEAD has that tree already, HEAD
+    /// itself when its message holds every trailer line. Only what the run accepted is
+    /// committed, whatever else the main work tree holds.
+    pub fn commit_accepted(
+        &self,
+        accepted: ObjectId,
+        message: &str,
+        trailer: &str,
+    ) -> Result<Option<crate::Committed>, GitError> {
+        self.check_pinned()?;
+        self.refuse_tampering()?;
+        let (tree_id, _) = self.commit_parts(&accepted)?;
+        let flat = tree::flatten(&self.objects, &tree_id)?;
+        self.commit_flat(flat, message, trailer, &Default::default())
     }
 
     /// Both trees changed `path` differently: a text merge of the two files against the base

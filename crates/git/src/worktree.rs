@@ -63,6 +63,14 @@ pub struct Skipped {
     pub why: Skip,
 }
 
+/// `.gitmodules`, `.gitattributes` or `.gitignore` in any letter case: files git reads from
+/// the work tree, which must not be links.
+fn is_git_control_file(name: &[u8]) -> bool {
+    [&b".gitmodules"[..], b".gitattributes", b".gitignore"]
+        .iter()
+        .any(|control| name.eq_ignore_ascii_case(control))
+}
+
 impl std::fmt::Display for Skipped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.why {
@@ -471,6 +479,13 @@ impl Scan<'_> {
                 if meta.kind == Kind::File && too_large(meta) {
                     self.keep_head(bytes);
                     self.skip(path, Skip::TooLarge(meta.size));
+                    return Ok(Visit::Skip);
+                }
+                // git refuses these as links (fsck's `gitmodulesSymlink` is an error, and a
+                // checkout would read through them): kept as HEAD has them, and named.
+                if meta.kind == Kind::Symlink && is_git_control_file(path.file_name()) {
+                    self.keep_head(bytes);
+                    self.skip(path, Skip::Kind(Kind::Symlink));
                     return Ok(Visit::Skip);
                 }
                 if meta.kind == Kind::File

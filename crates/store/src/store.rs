@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cordon_protocol::event::{BlobId, Timestamp};
@@ -47,6 +48,10 @@ pub struct Store {
     dir: PathBuf,
     db: PathBuf,
     sync: Cell<Sync>,
+    /// Held around every write, and shared with the connections [`Store::connect`] makes:
+    /// writers of this process take turns here instead of in SQLite's busy handler, which
+    /// sleeps (up to 100 ms a try) whenever a write lock is taken.
+    writing: Arc<Mutex<()>>,
 }
 
 impl Store {
@@ -111,6 +116,7 @@ impl Store {
             dir: root.to_path_buf(),
             db,
             sync: Cell::new(Sync::Full),
+            writing: Arc::default(),
         })
     }
 
@@ -128,6 +134,7 @@ impl Store {
             dir: self.dir.clone(),
             db: self.db.clone(),
             sync: Cell::new(Sync::Full),
+            writing: Arc::clone(&self.writing),
         })
     }
 
@@ -145,6 +152,7 @@ impl Store {
 
     /// Records a new run's fixed facts. Its events follow through [`Store::append`].
     pub fn create_run(&self, row: &RunRow) -> Result<(), StoreError> {
+        let _writing = self.writing();
         self.set_sync(Sync::Full)?;
         self.conn
             .execute(
@@ -175,6 +183,7 @@ impl Store {
         step: Option<&StepName>,
         event: &Event,
     ) -> Result<Record, StoreError> {
+        let _writing = self.writing();
         self.set_sync(if event.is_boundary() {
             Sync::Full
         } else {
@@ -215,6 +224,13 @@ impl Store {
             step: step.cloned(),
             event: event.clone(),
         })
+    }
+
+    /// This process's turn to write (a poisoned lock is still a turn: it guards no data).
+    fn writing(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn set_sync(&self, want: Sync) -> Result<(), StoreError> {
@@ -268,6 +284,7 @@ impl Store {
 
     /// Stores bytes (a large output, a diff, a snapshot) for the run.
     pub fn put_blob(&self, run: RunId, bytes: &[u8]) -> Result<BlobId, StoreError> {
+        let _writing = self.writing();
         self.conn
             .execute(
                 "INSERT INTO blobs (run, bytes) VALUES (?1, ?2)",
@@ -305,6 +322,7 @@ impl Store {
 
     /// Records a successful setup hook.
     pub fn put_stamp(&self, stamp: &str) -> Result<(), StoreError> {
+        let _writing = self.writing();
         self.set_sync(Sync::Full)?;
         self.conn
             .execute(

@@ -33,10 +33,44 @@ pub enum PathError {
     TooLong,
 }
 
-/// Whether `name` is `.git` in any letter case (a case-insensitive file system, or a tool that
-/// folds case, would treat `.GIT` as the git directory).
+/// Whether `name` is one git refuses as a path component because some file system or tool
+/// takes it for the git directory (git's `verify_path` with `core.protectNTFS` and
+/// `core.protectHFS`): `.git` in any letter case; followed by spaces and dots, or by `:` (NTFS
+/// drops trailing spaces and dots, and reads `:` as a stream); the short name `git~1`; and any
+/// of these with the code points HFS+ ignores (zero-width joiners, direction marks, U+FEFF)
+/// inside.
 pub fn is_git_name(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b".git")
+    let mut folded = Vec::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(&byte) = rest.first() {
+        if let Some(skip) = hfs_ignorable(rest) {
+            rest = &rest[skip..];
+            continue;
+        }
+        folded.push(byte.to_ascii_lowercase());
+        rest = &rest[1..];
+    }
+    if folded == b"git~1" {
+        return true;
+    }
+    match folded.strip_prefix(b".git") {
+        Some(after) => {
+            after.first() == Some(&b':') || after.iter().all(|b| *b == b' ' || *b == b'.')
+        }
+        None => false,
+    }
+}
+
+/// The length of the UTF-8 code point HFS+ ignores at the start of `bytes`, if it is one:
+/// U+200C–U+200F, U+202A–U+202E, U+206A–U+206F, U+FEFF.
+fn hfs_ignorable(bytes: &[u8]) -> Option<usize> {
+    match bytes {
+        [0xe2, 0x80, 0x8c..=0x8f, ..]
+        | [0xe2, 0x80, 0xaa..=0xae, ..]
+        | [0xe2, 0x81, 0xaa..=0xaf, ..]
+        | [0xef, 0xbb, 0xbf, ..] => Some(3),
+        _ => None,
+    }
 }
 
 /// The `.env*` files at the workspace root that stay visible: templates hold no secrets.
@@ -189,6 +223,38 @@ mod tests {
         ] {
             assert_eq!(WsPath::new(text).map(|_| ()), expected, "{text:?}");
         }
+    }
+
+    #[test]
+    fn every_name_git_takes_for_its_directory_on_some_file_system_is_refused() {
+        for (name, git) in [
+            (&b".git"[..], true),
+            (b".GiT", true),
+            (b".git ", true),
+            (b".git.", true),
+            (b".git . .", true),
+            (b".git::$INDEX_ALLOCATION", true),
+            (b"git~1", true),
+            (b"GIT~1", true),
+            (".g\u{200c}it".as_bytes(), true),
+            ("\u{feff}.GIT".as_bytes(), true),
+            (".git\u{206f}".as_bytes(), true),
+            (b".gitignore", false),
+            (b".git-keep", false),
+            (b".github", false),
+            (b".git.bak", false),
+            (b"git~2", false),
+            (b"git", false),
+            (".g\u{200b}it".as_bytes(), false),
+        ] {
+            assert_eq!(
+                is_git_name(name),
+                git,
+                "{:?}",
+                String::from_utf8_lossy(name)
+            );
+        }
+        assert_eq!(WsPath::new("e/.git ").map(|_| ()), Err(PathError::GitDir));
     }
 
     #[test]

@@ -473,6 +473,47 @@ impl View {
         self.write_with(path, bytes, Some(if executable { 0o755 } else { 0o644 }))
     }
 
+    /// Creates the regular file `path` with `bytes` (`0o755` when `executable`, else `0o644`);
+    /// refused when anything is there already. Not `fsync`ed: for a directory being filled
+    /// that the caller makes durable at once with [`View::sync_filesystem`] (a task's worktree
+    /// checkout). The parent must exist.
+    pub fn create_file(
+        &self,
+        path: &WsPath,
+        bytes: &[u8],
+        executable: bool,
+    ) -> Result<(), ViewError> {
+        let Some(parent) = self.parent(path, OFlags::PATH)? else {
+            return Err(ViewError::io("create", path, Errno::NOENT));
+        };
+        let fd = rustix::fs::openat(
+            &parent,
+            path.file_name(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(if executable { 0o755 } else { 0o644 }),
+        )
+        .map_err(|errno| ViewError::io("create", path, errno))?;
+        File::from(fd)
+            .write_all(bytes)
+            .map_err(|source| ViewError::Io {
+                action: "write",
+                path: path.shown(),
+                source,
+            })
+    }
+
+    /// `syncfs` of the filesystem the workspace is on: everything written there is durable.
+    pub fn sync_filesystem(&self) -> io::Result<()> {
+        let fd = rustix::fs::openat(
+            &self.root,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::fs::syncfs(&fd)?;
+        Ok(())
+    }
+
     /// Makes the directory `path` and every missing one above it, each beneath the workspace
     /// without following a link; an existing directory is kept, anything else in the way is
     /// refused.

@@ -485,9 +485,10 @@ impl Engine<'_> {
         let progress = self.tasks.progress.get(task).cloned().unwrap_or_default();
         let (revision, replan) = (progress.revision, progress.replan);
         let (mut state, mut reason) = (TaskPhase::Done, None);
+        let mut accepted = None;
         if spec.parallel.get() > 1 {
             match self.merge_task(task)? {
-                super::parallel::Merge::Clean => {}
+                super::parallel::Merge::Clean(id) => accepted = Some(id),
                 super::parallel::Merge::Conflict(why) => {
                     return self.revise_after_merge(spec, task, why);
                 }
@@ -507,7 +508,7 @@ impl Engine<'_> {
             );
             let trailer = format!("Cordon-Run: {}\nCordon-Task: {}", self.cx.run, planned.id);
             let step = StepName::task_phase(task, "validate");
-            let (verdict, _, why) = self.commit(step.as_ref(), &message, &trailer)?;
+            let (verdict, _, why) = self.commit_of(step.as_ref(), &message, &trailer, accepted)?;
             reason = match verdict {
                 Verdict::Pass => why,
                 Verdict::Fail => {
@@ -549,7 +550,12 @@ impl Engine<'_> {
             title = format!("cordon: {}", self.cx.pipeline.name);
         }
         let trailer = format!("Cordon-Run: {}", self.cx.run);
-        let (verdict, _, why) = self.commit(None, &title, &trailer)?;
+        // Parallel tasks: what the run accepted, not whatever else the work tree holds.
+        let accepted = match self.cx.pipeline.outcome.as_ref() {
+            Some(spec) if spec.parallel.get() > 1 => Some(self.accepted_now()?),
+            _ => None,
+        };
+        let (verdict, _, why) = self.commit_of(None, &title, &trailer, accepted)?;
         let (outcome, reason) = match verdict {
             Verdict::Pass => (Outcome::Success, "every task is done".to_owned()),
             Verdict::Fail => (

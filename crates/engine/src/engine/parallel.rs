@@ -45,6 +45,9 @@ use crate::resources::{Limits, ResourceGuard};
 use crate::secrets::Secrets;
 use crate::workspace::HostWorkspace;
 
+/// The file, in the run's worktrees directory, naming its accepted commit.
+const ACCEPTED: &str = "accepted";
+
 /// How an engine shares its run's log.
 pub(super) enum Role {
     /// The only engine of the run (a steps run, a sequential outcome run, the coordinator).
@@ -70,7 +73,8 @@ pub(super) enum Msg {
 
 /// How an accepted task's merge went.
 pub(super) enum Merge {
-    Clean,
+    /// Merged: the run's new accepted commit (saved already).
+    Clean(cordon_git::ObjectId),
     /// The conflict, for the revision's findings.
     Conflict(String),
     /// The merge could not be made (the task fails with this).
@@ -235,30 +239,13 @@ impl<'a> Engine<'a> {
         rerun: bool,
     ) -> Result<Job, Failure> {
         let dir = self.worktree(task);
-        let main = self.cx.workspace.git().ok_or_else(no_git)?;
         if std::fs::symlink_metadata(&dir).is_err() {
-            let base = main
-                .base_commit(
-                    self.cx.workspace.view(),
-                    &format!("cordon: the base of task {task} of run {}", self.cx.run),
-                    &self.cx.tooling,
-                    &mut self.cache,
-                )
-                .map_err(EngineError::from)?;
-            let parent = dir.parent().unwrap_or(Path::new("/"));
-            use std::os::unix::fs::DirBuilderExt as _;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(|source| EngineError::Workspace {
-                    action: "create",
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
+            let base = self.accepted()?;
+            let main = self.cx.workspace.git().ok_or_else(no_git)?;
             main.create_worktree(base, &dir)
                 .map_err(EngineError::from)?;
         }
+        let main = self.cx.workspace.git().ok_or_else(no_git)?;
         let tree = cordon_git::Worktree::at(&dir);
         let common = main.dirs().common_dir.clone();
         let executor = self
@@ -290,6 +277,57 @@ impl<'a> Engine<'a> {
             meter: self.cx.meter.clone(),
             limits: self.guard.as_ref().map(|g| g.limits),
         })
+    }
+
+    /// The run's accepted commit: every task accepted so far on top of the main work tree as
+    /// the first worktree found it. Kept in `<state-dir>/worktrees/<run>/accepted`; made, the
+    /// first time, from the main work tree as the commit action stages it (nothing a task did
+    /// is in it yet, so its ignore rules are the user's).
+    fn accepted(&mut self) -> Result<cordon_git::ObjectId, Failure> {
+        let file = self.worktrees().join(ACCEPTED);
+        if let Ok(text) = std::fs::read_to_string(&file)
+            && let Ok(id) = cordon_git::ObjectId::from_hex(text.trim().as_bytes())
+        {
+            return Ok(id);
+        }
+        let main = self.cx.workspace.git().ok_or_else(no_git)?;
+        let base = main
+            .base_commit(
+                self.cx.workspace.view(),
+                &format!("cordon: the base of run {}", self.cx.run),
+                &self.cx.tooling,
+                &mut self.cache,
+            )
+            .map_err(EngineError::from)?;
+        self.save_accepted(base)?;
+        Ok(base)
+    }
+
+    /// Records `id` as the run's accepted commit (written beside, then renamed over).
+    fn save_accepted(&self, id: cordon_git::ObjectId) -> Result<(), Failure> {
+        let dir = self.worktrees();
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| {
+                Failure::Error(EngineError::Workspace {
+                    action: "record the accepted commit in",
+                    path,
+                    source,
+                })
+            }
+        };
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io(&dir))?;
+        let partial = dir.join(format!("{ACCEPTED}.partial"));
+        std::fs::write(&partial, format!("{id}\n")).map_err(io(&partial))?;
+        std::fs::File::open(&partial)
+            .and_then(|f| f.sync_all())
+            .map_err(io(&partial))?;
+        std::fs::rename(&partial, dir.join(ACCEPTED)).map_err(io(&dir))
     }
 
     /// Where `task`'s worktree lives: `<state-dir>/worktrees/<run>/<task>`.
@@ -333,18 +371,25 @@ impl<'a> Engine<'a> {
                 )?;
                 Ok((view, repo))
             });
+        let accepted = self.accepted()?;
+        let main = self.cx.workspace.git().ok_or_else(no_git)?;
+        let message = format!("cordon: run {} accepted task {task}", self.cx.run);
         let merged = opened.and_then(|(view, repo)| {
             main.merge(
                 self.cx.workspace.view(),
                 &repo,
                 &view,
                 &self.cx.tooling,
+                (accepted, &message),
                 &mut self.cache,
             )
         });
         self.last_diff = None;
         Ok(match merged {
-            Ok(cordon_git::Merged::Clean { .. }) => Merge::Clean,
+            Ok(cordon_git::Merged::Clean { accepted, .. }) => {
+                self.save_accepted(accepted)?;
+                Merge::Clean(accepted)
+            }
             Ok(cordon_git::Merged::Conflict { report, .. }) => Merge::Conflict(format!(
                 "merging it into the main work tree conflicted with work accepted since it \
                  began; it executes again on a fresh worktree holding that work:\n{report}"
@@ -403,6 +448,11 @@ impl<'a> Engine<'a> {
                 },
             );
         }
+    }
+
+    /// The run's accepted commit as it is now (a parallel run's `commit: end` commits it).
+    pub(super) fn accepted_now(&mut self) -> Result<cordon_git::ObjectId, Failure> {
+        self.accepted()
     }
 
     /// Removes the run's worktrees directory once the run has ended.

@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
-use cordon_git::{Dirs, Guard, Identity, Merged, Repo, StatCache, Worktree};
+use cordon_git::{Dirs, Guard, Identity, Merged, ObjectId, Repo, StatCache, Worktree};
 use cordon_workspace::View;
 
 use crate::support::{Fixture, git_out};
@@ -34,10 +34,33 @@ fn task(fx: &Fixture, name: &str) -> (Worktree, Repo, View) {
     (made, task_repo, view)
 }
 
-fn merge(fx: &Fixture, task: &(Worktree, Repo, View)) -> Merged {
-    fx.repo()
-        .merge(&fx.view(), &task.1, &task.2, &[], &mut StatCache::default())
-        .unwrap()
+/// Merges `task` on top of the run's accepted commit (its base when `accepted` has none yet),
+/// which a clean merge moves on.
+fn merge(fx: &Fixture, task: &(Worktree, Repo, View), accepted: &mut Option<ObjectId>) -> Merged {
+    let current = accepted.unwrap_or_else(|| task.1.head().unwrap());
+    let merged = fx
+        .repo()
+        .merge(
+            &fx.view(),
+            &task.1,
+            &task.2,
+            &[],
+            (current, "accepted"),
+            &mut StatCache::default(),
+        )
+        .unwrap();
+    if let Merged::Clean { accepted: next, .. } = &merged {
+        *accepted = Some(*next);
+    }
+    merged
+}
+
+/// The paths a clean merge changed.
+fn changed(merged: Merged) -> Vec<String> {
+    match merged {
+        Merged::Clean { changed, .. } => changed,
+        other => panic!("a clean merge: {other:?}"),
+    }
 }
 
 fn read(dir: &Path, rel: &str) -> String {
@@ -96,24 +119,89 @@ fn two_tasks_changing_different_files_are_both_merged_into_the_main_work_tree() 
     std::fs::create_dir_all(two.0.work.join("new/dir")).unwrap();
     std::fs::write(two.0.work.join("new/dir/c.txt"), "c from t2\n").unwrap();
     std::fs::write(two.0.work.join("b.txt"), "b from t2\n").unwrap();
+    let mut accepted = None;
     assert_eq!(
-        merge(&fx, &one),
-        Merged::Clean {
-            changed: vec!["a.txt".into(), "gone.txt".into()]
-        }
+        changed(merge(&fx, &one, &mut accepted)),
+        ["a.txt", "gone.txt"]
     );
     assert_eq!(
-        merge(&fx, &two),
-        Merged::Clean {
-            changed: vec!["b.txt".into(), "new/dir/c.txt".into()]
-        }
+        changed(merge(&fx, &two, &mut accepted)),
+        ["b.txt", "new/dir/c.txt"]
     );
     assert_eq!(read(fx.path(), "a.txt"), "a from t1\n");
     assert_eq!(read(fx.path(), "b.txt"), "b from t2\n");
     assert_eq!(read(fx.path(), "new/dir/c.txt"), "c from t2\n");
     assert!(!fx.path().join("gone.txt").exists());
-    // Merging again changes nothing (a resumed accept).
-    assert_eq!(merge(&fx, &two), Merged::Clean { changed: vec![] });
+    // The accepted tree holds both tasks' changes and nothing else.
+    let tree = |id: &ObjectId| {
+        git_out(
+            fx.path(),
+            &["ls-tree", "-r", "--name-only", &id.to_string()],
+        )
+    };
+    let after = accepted.unwrap();
+    assert_eq!(tree(&after), "a.txt\nb.txt\nnew/dir/c.txt");
+    // Merging again changes nothing (a resumed accept) and accepts the same tree.
+    let mut again = Some(after);
+    assert!(changed(merge(&fx, &two, &mut again)).is_empty());
+    assert_eq!(tree(&again.unwrap()), tree(&after));
+}
+
+#[test]
+fn the_accepted_tree_holds_only_what_tasks_changed_not_files_a_task_stopped_ignoring() {
+    let fx = Fixture::new();
+    fx.write(".gitignore", "*.key\n");
+    fx.write("a.txt", "a\n");
+    fx.commit_all("first");
+    // Ignored on the host: never in a worktree.
+    fx.write("id.key", "TOPSECRET\n");
+    let one = task(&fx, "t1");
+    assert!(!one.0.work.join("id.key").exists());
+    // The task stops ignoring `*.key`.
+    std::fs::write(one.0.work.join(".gitignore"), "nothing\n").unwrap();
+    let mut accepted = None;
+    assert_eq!(changed(merge(&fx, &one, &mut accepted)), [".gitignore"]);
+    let accepted = accepted.unwrap();
+    let files = git_out(
+        fx.path(),
+        &["ls-tree", "-r", "--name-only", &accepted.to_string()],
+    );
+    assert_eq!(
+        files, ".gitignore\na.txt",
+        "the host's id.key is not accepted"
+    );
+    // A later task's worktree is made from the accepted commit: no id.key in it either.
+    let later = fx.outside().join("t2");
+    let made = fx.repo().create_worktree(accepted, &later).unwrap();
+    assert!(!made.work.join("id.key").exists());
+    // The control: the main work tree still holds it, and a work-tree commit would take it.
+    assert!(fx.path().join("id.key").exists());
+    // Committing the accepted tree commits no id.key.
+    let committed = fx
+        .repo()
+        .commit_accepted(
+            accepted,
+            "t1: stop ignoring",
+            "Cordon-Run: r\nCordon-Task: t1",
+        )
+        .unwrap()
+        .unwrap();
+    assert!(committed.created);
+    assert_eq!(
+        git_out(fx.path(), &["ls-tree", "-r", "--name-only", "HEAD"]),
+        ".gitignore\na.txt"
+    );
+    // Once: the trailers on HEAD say it is made.
+    let again = fx
+        .repo()
+        .commit_accepted(
+            accepted,
+            "t1: stop ignoring",
+            "Cordon-Run: r\nCordon-Task: t1",
+        )
+        .unwrap()
+        .unwrap();
+    assert!(!again.created);
 }
 
 #[test]
@@ -125,8 +213,15 @@ fn two_tasks_changing_different_lines_of_one_file_merge_line_by_line() {
     let two = task(&fx, "t2");
     std::fs::write(one.0.work.join("f.txt"), "1 one\n2\n3\n4\n5\n6\n7\n8\n").unwrap();
     std::fs::write(two.0.work.join("f.txt"), "1\n2\n3\n4\n5\n6\n7\n8 two\n").unwrap();
-    assert!(matches!(merge(&fx, &one), Merged::Clean { .. }));
-    assert!(matches!(merge(&fx, &two), Merged::Clean { .. }));
+    let mut accepted = None;
+    assert!(matches!(
+        merge(&fx, &one, &mut accepted),
+        Merged::Clean { .. }
+    ));
+    assert!(matches!(
+        merge(&fx, &two, &mut accepted),
+        Merged::Clean { .. }
+    ));
     assert_eq!(read(fx.path(), "f.txt"), "1 one\n2\n3\n4\n5\n6\n7\n8 two\n");
 }
 
@@ -141,8 +236,12 @@ fn two_tasks_changing_the_same_line_conflict_and_the_second_writes_nothing() {
     std::fs::write(one.0.work.join("f.txt"), "greeting = hi\n").unwrap();
     std::fs::write(two.0.work.join("f.txt"), "greeting = hey\n").unwrap();
     std::fs::write(two.0.work.join("other.txt"), "y\n").unwrap();
-    assert!(matches!(merge(&fx, &one), Merged::Clean { .. }));
-    let Merged::Conflict { paths, report } = merge(&fx, &two) else {
+    let mut accepted = None;
+    assert!(matches!(
+        merge(&fx, &one, &mut accepted),
+        Merged::Clean { .. }
+    ));
+    let Merged::Conflict { paths, report } = merge(&fx, &two, &mut accepted) else {
         panic!("the same line changed twice must conflict");
     };
     assert_eq!(paths, ["f.txt"]);
@@ -171,9 +270,15 @@ fn a_merge_never_writes_through_a_link_the_main_work_tree_holds() {
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::remove_dir_all(fx.path().join("dir")).unwrap();
     std::os::unix::fs::symlink(&outside, fx.path().join("dir")).unwrap();
-    let result = fx
-        .repo()
-        .merge(&fx.view(), &one.1, &one.2, &[], &mut StatCache::default());
+    let base = one.1.head().unwrap();
+    let result = fx.repo().merge(
+        &fx.view(),
+        &one.1,
+        &one.2,
+        &[],
+        (base, "accepted"),
+        &mut StatCache::default(),
+    );
     assert!(
         !matches!(result, Ok(Merged::Clean { .. })),
         "the merge must not succeed through the link: {result:?}"
@@ -182,4 +287,44 @@ fn a_merge_never_writes_through_a_link_the_main_work_tree_holds() {
         !outside.join("new.txt").exists(),
         "nothing is written through the link"
     );
+}
+
+#[test]
+fn names_git_refuses_and_linked_control_files_are_neither_merged_nor_committed() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.commit_all("first");
+    let one = task(&fx, "t1");
+    let work = &one.0.work;
+    std::fs::create_dir_all(work.join(".git ")).unwrap();
+    std::fs::write(
+        work.join(".git /config"),
+        "[core]\n\tfsmonitor = touch /tmp/x\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(work.join("n")).unwrap();
+    std::fs::write(work.join("n/git~1"), "b\n").unwrap();
+    std::fs::write(work.join("n/.g\u{200c}it"), "c\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", work.join(".gitmodules")).unwrap();
+    std::fs::write(work.join("kept.txt"), "the control\n").unwrap();
+    let mut accepted = None;
+    assert_eq!(changed(merge(&fx, &one, &mut accepted)), ["kept.txt"]);
+    assert!(!fx.path().join(".git ").exists());
+    assert!(!fx.path().join(".gitmodules").exists());
+    // A work-tree commit skips them as well.
+    std::fs::create_dir_all(fx.path().join("e/.git.")).unwrap();
+    std::fs::write(fx.path().join("e/.git./config"), "x").unwrap();
+    std::os::unix::fs::symlink("x", fx.path().join(".gitattributes")).unwrap();
+    let committed = fx
+        .repo()
+        .commit(
+            &fx.view(),
+            "c",
+            "Cordon-Run: r",
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(committed.files, ["kept.txt"]);
 }
