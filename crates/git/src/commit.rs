@@ -47,19 +47,10 @@ impl Repo {
         self.check_pinned()?;
         self.refuse_tampering()?;
         let head = self.head()?;
-        let (head_tree, head_message) = self.commit_parts(&head)?;
-        let holds = |wanted: &str| {
-            head_message
-                .lines()
-                .any(|line| line.trim() == wanted.trim())
-        };
-        if trailer.lines().all(holds) {
-            return Ok(Some(Committed {
-                sha: head.to_string(),
-                created: false,
-                files: Vec::new(),
-                files_omitted: 0,
-            }));
+        let (head_tree, _) = self.commit_parts(&head)?;
+        // Already made (a resume): nothing is staged.
+        if let Some(made) = self.made(head, trailer)? {
+            return Ok(Some(made));
         }
         let head_flat = tree::flatten(&self.objects, &head_tree)?;
         let snapshot = self.snapshot(workspace, &head_flat, Ignoring::WorkTree, cache)?;
@@ -67,15 +58,7 @@ impl Repo {
         if flat == head_flat {
             return Ok(None);
         }
-        self.refuse_object_links()?;
-        for (path, change) in crate::diff::changes(&head_flat, &flat) {
-            let entry = match change {
-                crate::diff::Change::Added(entry)
-                | crate::diff::Change::Modified { new: entry, .. } => entry,
-                crate::diff::Change::Deleted(_) => continue,
-            };
-            self.write_blob(workspace, &path, &entry, &snapshot)?;
-        }
+        self.store_staged(workspace, &head_flat, &flat, &snapshot)?;
         self.commit_flat(flat, message, trailer, &snapshot)
     }
 
@@ -90,19 +73,9 @@ impl Repo {
         snapshot: &Snapshot,
     ) -> Result<Option<Committed>, GitError> {
         let head = self.head()?;
-        let (head_tree, head_message) = self.commit_parts(&head)?;
-        let holds = |wanted: &str| {
-            head_message
-                .lines()
-                .any(|line| line.trim() == wanted.trim())
-        };
-        if trailer.lines().all(holds) {
-            return Ok(Some(Committed {
-                sha: head.to_string(),
-                created: false,
-                files: Vec::new(),
-                files_omitted: 0,
-            }));
+        let (head_tree, _) = self.commit_parts(&head)?;
+        if let Some(made) = self.made(head, trailer)? {
+            return Ok(Some(made));
         }
         let head_flat = tree::flatten(&self.objects, &head_tree)?;
         if flat == head_flat {
@@ -110,18 +83,8 @@ impl Repo {
         }
         let changed = crate::diff::changes(&head_flat, &flat);
         let tree = tree::write(&self.objects, &flat)?;
-        let signature = self.signature();
         let full_message = format!("{}\n\n{trailer}\n", message.trim_end());
-        let commit = gix_object::Commit {
-            tree,
-            parents: vec![head].into(),
-            author: signature.clone(),
-            committer: signature.clone(),
-            encoding: None,
-            message: BString::from(full_message),
-            extra_headers: Vec::new(),
-        };
-        let id = self.write_object(&commit)?;
+        let (id, signature) = self.write_commit(tree, head, full_message)?;
         // The index and its lock are checked before HEAD moves, so a link there cannot leave
         // HEAD moved and the index stale.
         self.refuse_links(false, "index", Expect::File)?;
@@ -138,6 +101,63 @@ impl Repo {
                 .collect(),
             files_omitted: changed.len().saturating_sub(MAX_FILES) as u64,
         }))
+    }
+
+    /// HEAD as the commit already made when its message holds every line of `trailer`.
+    fn made(&self, head: ObjectId, trailer: &str) -> Result<Option<Committed>, GitError> {
+        let (_, head_message) = self.commit_parts(&head)?;
+        let holds = |wanted: &str| {
+            head_message
+                .lines()
+                .any(|line| line.trim() == wanted.trim())
+        };
+        Ok(trailer.lines().all(holds).then(|| Committed {
+            sha: head.to_string(),
+            created: false,
+            files: Vec::new(),
+            files_omitted: 0,
+        }))
+    }
+
+    /// Stores the blob of every path `flat` adds or changes against `head_flat`, read from
+    /// `workspace` as `snapshot` saw it.
+    pub(crate) fn store_staged(
+        &self,
+        workspace: &View,
+        head_flat: &Flat,
+        flat: &Flat,
+        snapshot: &Snapshot,
+    ) -> Result<(), GitError> {
+        self.refuse_object_links()?;
+        for (path, change) in crate::diff::changes(head_flat, flat) {
+            let entry = match change {
+                crate::diff::Change::Added(entry)
+                | crate::diff::Change::Modified { new: entry, .. } => entry,
+                crate::diff::Change::Deleted(_) => continue,
+            };
+            self.write_blob(workspace, &path, &entry, snapshot)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a commit of `tree` on `parent` by the run's identity, now.
+    pub(crate) fn write_commit(
+        &self,
+        tree: ObjectId,
+        parent: ObjectId,
+        message: String,
+    ) -> Result<(ObjectId, gix_actor::Signature), GitError> {
+        let signature = self.signature();
+        let commit = gix_object::Commit {
+            tree,
+            parents: vec![parent].into(),
+            author: signature.clone(),
+            committer: signature.clone(),
+            encoding: None,
+            message: BString::from(message),
+            extra_headers: Vec::new(),
+        };
+        Ok((self.write_object(&commit)?, signature))
     }
 
     /// The run's author and committer, now.

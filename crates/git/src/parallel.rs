@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 
 use cordon_workspace::{Kind, View, ViewError, WsPath};
 use gix_hash::ObjectId;
-use gix_object::bstr::BString;
 
 use crate::GitError;
 use crate::repo::Repo;
@@ -101,27 +100,10 @@ impl Repo {
         let head_flat = tree::flatten(&self.objects, &head_tree)?;
         let snapshot = self.snapshot(workspace, &head_flat, Ignoring::WorkTree, cache)?;
         let flat = crate::commit::staged(&snapshot, &head_flat, exclude);
-        self.refuse_object_links()?;
-        for (path, change) in crate::diff::changes(&head_flat, &flat) {
-            let entry = match change {
-                crate::diff::Change::Added(entry)
-                | crate::diff::Change::Modified { new: entry, .. } => entry,
-                crate::diff::Change::Deleted(_) => continue,
-            };
-            self.write_blob(workspace, &path, &entry, &snapshot)?;
-        }
+        self.store_staged(workspace, &head_flat, &flat, &snapshot)?;
         let tree = tree::write(&self.objects, &flat)?;
-        let signature = self.signature();
-        let commit = gix_object::Commit {
-            tree,
-            parents: vec![head].into(),
-            author: signature.clone(),
-            committer: signature,
-            encoding: None,
-            message: BString::from(format!("{}\n", message.trim_end())),
-            extra_headers: Vec::new(),
-        };
-        self.write_object(&commit)
+        let message = format!("{}\n", message.trim_end());
+        Ok(self.write_commit(tree, head, message)?.0)
     }
 
     /// Makes a linked worktree of this repository at `dir` (which must not exist; its parent
@@ -438,17 +420,8 @@ impl Repo {
             }
         }
         let tree = tree::write(&self.objects, &flat)?;
-        let signature = self.signature();
-        let commit = gix_object::Commit {
-            tree,
-            parents: vec![accepted].into(),
-            author: signature.clone(),
-            committer: signature,
-            encoding: None,
-            message: BString::from(format!("{}\n", message.trim_end())),
-            extra_headers: Vec::new(),
-        };
-        let accepted = self.write_object(&commit)?;
+        let message = format!("{}\n", message.trim_end());
+        let (accepted, _) = self.write_commit(tree, accepted, message)?;
         Ok(Merged::Clean { changed, accepted })
     }
 

@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use cordon_pipeline::{OutcomeSpec, Pipeline};
-use cordon_protocol::event::TaskPhase;
 use cordon_protocol::{Attempt, Event, Record, RunId};
 use cordon_store::Store;
 use cordon_workspace::{View, WsPath};
@@ -407,28 +406,9 @@ impl<'a> Engine<'a> {
         why: String,
     ) -> Result<(), Failure> {
         let progress = self.tasks.progress.get(task).cloned().unwrap_or_default();
-        let next = progress.revision.saturating_add(1);
-        let (state, revision, reason) = if next > spec.max_revisions {
-            (
-                TaskPhase::Failed,
-                progress.revision,
-                format!("{why}; `max_revisions` ({}) is used up", spec.max_revisions),
-            )
-        } else {
-            (TaskPhase::Executing, next, why)
-        };
+        let next = schedule::revise(task, &progress, why, spec);
         self.remove_worktree(task);
-        self.append(
-            None,
-            Event::TaskState {
-                task: task.to_owned(),
-                state,
-                revision,
-                replan: progress.replan,
-                reason: Some(reason),
-            },
-        )
-        .map(|_| ())
+        self.act(spec, next)
     }
 
     /// Removes `task`'s worktree (cordon's own directory; a link inside is removed, never

@@ -217,6 +217,32 @@ pub fn next_with(
     }
 }
 
+/// `task` goes back to execute with `reason` as a revision, or fails once `max_revisions` is
+/// used up.
+pub fn revise(task: &str, progress: &TaskProgress, reason: String, spec: &OutcomeSpec) -> Next {
+    let (revision, replan) = (progress.revision, progress.replan);
+    let next = revision.saturating_add(1);
+    let (state, revision, reason) = if next > spec.max_revisions {
+        (
+            TaskPhase::Failed,
+            revision,
+            format!(
+                "{reason}; `max_revisions` ({}) is used up",
+                spec.max_revisions
+            ),
+        )
+    } else {
+        (TaskPhase::Executing, next, reason)
+    };
+    Next::Move {
+        task: task.to_owned(),
+        state,
+        revision,
+        replan,
+        reason: Some(reason),
+    }
+}
+
 /// Where a phase's end sends its task.
 fn transition(task: &str, progress: &TaskProgress, ended: &PhaseEnd, spec: &OutcomeSpec) -> Next {
     let (revision, replan) = (progress.revision, progress.replan);
@@ -228,22 +254,7 @@ fn transition(task: &str, progress: &TaskProgress, ended: &PhaseEnd, spec: &Outc
         replan,
         reason,
     };
-    let revise = |reason: String| {
-        let next = revision.saturating_add(1);
-        if next > spec.max_revisions {
-            goto(
-                TaskPhase::Failed,
-                revision,
-                replan,
-                Some(format!(
-                    "{reason}; `max_revisions` ({}) is used up",
-                    spec.max_revisions
-                )),
-            )
-        } else {
-            goto(TaskPhase::Executing, next, replan, Some(reason))
-        }
-    };
+    let revise = |reason: String| revise(task, progress, reason, spec);
     let replan_with = |reason: String| {
         let next = replan.saturating_add(1);
         if next > spec.max_replans {
