@@ -357,8 +357,9 @@ outcome:
   commit: per_task
 ";
 
-#[test]
-fn parallel_tasks_run_in_their_own_worktrees_in_real_sandboxes_and_are_merged_and_committed() {
+/// The repository of [`PARALLEL`] with its transcript, committed; (tempdir, workspace, state,
+/// the first commit).
+fn parallel_workspace() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(ws.join("agents")).expect("mkdir");
@@ -391,6 +392,12 @@ fn parallel_tasks_run_in_their_own_worktrees_in_real_sandboxes_and_are_merged_an
     git(&ws, &["commit", "-q", "-m", "before"]);
     let head = git(&ws, &["rev-parse", "HEAD"]);
     let state = dir.path().join("state");
+    (dir, ws, state, head)
+}
+
+#[test]
+fn parallel_tasks_run_in_their_own_worktrees_in_real_sandboxes_and_are_merged_and_committed() {
+    let (_dir, ws, state, head) = parallel_workspace();
     let out = cordon(&ws, &state, &["do", "Write two files.", "--no-ui"])
         .output()
         .expect("cordon do");
@@ -443,4 +450,83 @@ fn parallel_tasks_run_in_their_own_worktrees_in_real_sandboxes_and_are_merged_an
         "",
         "everything is committed"
     );
+}
+
+#[test]
+fn a_parallel_outcome_run_killed_at_any_moment_resumes_to_the_same_commits() {
+    let (_dir, ws, state, _) = parallel_workspace();
+    let out = cordon(
+        &ws,
+        &state,
+        &["do", "Write two files.", "--no-ui", "--json"],
+    )
+    .output()
+    .expect("cordon do");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let total = String::from_utf8_lossy(&out.stdout).lines().count();
+    for fraction in [10, 35, 60, 85] {
+        let kill_at = total * fraction / 100;
+        let (_dir, ws, state, head) = parallel_workspace();
+        let mut child = cordon(
+            &ws,
+            &state,
+            &["do", "Write two files.", "--no-ui", "--json"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut seen = 0;
+        while seen < kill_at {
+            match lines.next() {
+                Some(Ok(_)) => seen += 1,
+                _ => break,
+            }
+        }
+        child.kill().expect("kill -9");
+        let _ = child.wait();
+        let resumed = cordon(&ws, &state, &["run", "--resume-last", "--no-ui"])
+            .output()
+            .expect("resume");
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "killed after {seen} of {total} events: {}",
+            stderr(&resumed)
+        );
+        for (file, text) in [("a.txt", "from t1\n"), ("b.txt", "from t2\n")] {
+            assert_eq!(
+                std::fs::read_to_string(ws.join(file)).expect("merged"),
+                text
+            );
+        }
+        let tasks = git(
+            &ws,
+            &[
+                "log",
+                "--format=%(trailers:key=Cordon-Task,valueonly,separator=)",
+                &format!("{}..HEAD", head.trim()),
+            ],
+        );
+        let mut tasks: Vec<&str> = tasks.lines().filter(|l| !l.trim().is_empty()).collect();
+        tasks.sort_unstable();
+        assert_eq!(
+            tasks,
+            ["t1", "t2"],
+            "killed after {seen} of {total}: one commit per task"
+        );
+        assert_eq!(
+            git(&ws, &["status", "--porcelain"]),
+            "",
+            "killed after {seen}"
+        );
+        let left = std::fs::read_dir(state.join("worktrees"))
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false);
+        assert!(
+            !left,
+            "killed after {seen}: the worktrees are removed at the end"
+        );
+    }
 }
