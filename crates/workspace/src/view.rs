@@ -564,6 +564,149 @@ impl View {
             .map_err(|errno| ViewError::io("link", path, errno))
     }
 
+    /// Makes the directory `path` with `mode` (whatever the umask); `false` when a directory is
+    /// there already. Anything else in the way is refused; the parent must exist.
+    pub fn create_dir(&self, path: &WsPath, mode: u32) -> Result<bool, ViewError> {
+        let Some(parent) = self.parent(path, OFlags::PATH)? else {
+            return Err(ViewError::io("create", path, Errno::NOENT));
+        };
+        let name = path.file_name();
+        match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(mode)) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => {
+                let meta = stat_name(&parent, name)
+                    .map_err(|errno| ViewError::io("inspect", path, errno))?;
+                return match meta.map(|m| m.kind) {
+                    Some(Kind::Directory) => Ok(false),
+                    _ => Err(ViewError::Blocked { path: path.shown() }),
+                };
+            }
+            Err(errno) => return Err(ViewError::io("create", path, errno)),
+        }
+        self.set_dir_mode(Some(path), mode)?;
+        Ok(true)
+    }
+
+    /// Creates the regular file `path` (refused when anything is there, a link included), fills
+    /// it from `from` and gives it `mode` whatever the umask; returns the bytes copied. Not
+    /// `fsync`ed (see [`View::create_file`]). The parent must exist.
+    pub fn create_from(
+        &self,
+        path: &WsPath,
+        mode: u32,
+        from: &mut dyn Read,
+    ) -> Result<u64, ViewError> {
+        let Some(parent) = self.parent(path, OFlags::PATH)? else {
+            return Err(ViewError::io("create", path, Errno::NOENT));
+        };
+        let fd = rustix::fs::openat(
+            &parent,
+            path.file_name(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|errno| ViewError::io("create", path, errno))?;
+        let mut file = File::from(fd);
+        let copied = io::copy(from, &mut file).map_err(|source| ViewError::Io {
+            action: "write",
+            path: path.shown(),
+            source,
+        })?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))
+            .map_err(|errno| ViewError::io("set the mode of", path, errno))?;
+        Ok(copied)
+    }
+
+    /// Makes `new` a hard link to the regular file `existing` (neither is followed if it is a
+    /// link; anything but a regular file at `existing` is refused). `new` must not exist.
+    pub fn hard_link(&self, existing: &WsPath, new: &WsPath) -> Result<(), ViewError> {
+        let Some(from) = self.parent(existing, OFlags::PATH)? else {
+            return Err(ViewError::io("link to", existing, Errno::NOENT));
+        };
+        match stat_name(&from, existing.file_name())
+            .map_err(|errno| ViewError::io("inspect", existing, errno))?
+        {
+            Some(meta) if meta.kind == Kind::File => {}
+            Some(meta) => {
+                return Err(ViewError::NotAFile {
+                    path: existing.shown(),
+                    kind: meta.kind,
+                });
+            }
+            None => return Err(ViewError::io("link to", existing, Errno::NOENT)),
+        }
+        let Some(to) = self.parent(new, OFlags::PATH)? else {
+            return Err(ViewError::io("link", new, Errno::NOENT));
+        };
+        rustix::fs::linkat(
+            &from,
+            existing.file_name(),
+            &to,
+            new.file_name(),
+            AtFlags::empty(),
+        )
+        .map_err(|errno| ViewError::io("link", new, errno))
+    }
+
+    /// Sets the permission bits of the directory `path` (the workspace itself for `None`),
+    /// opened without following a link.
+    pub fn set_dir_mode(&self, path: Option<&WsPath>, mode: u32) -> Result<(), ViewError> {
+        let shown = || path.map_or_else(|| ".".to_owned(), WsPath::shown);
+        let fd = self
+            .dir(path.map(WsPath::as_bytes), OFlags::RDONLY)
+            .map_err(|errno| match errno {
+                Errno::LOOP | Errno::NOTDIR | Errno::XDEV => ViewError::Blocked { path: shown() },
+                errno => ViewError::Io {
+                    action: "open",
+                    path: shown(),
+                    source: errno.into(),
+                },
+            })?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|errno| ViewError::Io {
+            action: "set the mode of",
+            path: shown(),
+            source: errno.into(),
+        })
+    }
+
+    /// Sets the access and modification times of the entry at `path` to `seconds` since the
+    /// epoch — of a link itself, never of its target.
+    pub fn set_mtime(&self, path: &WsPath, seconds: i64) -> Result<(), ViewError> {
+        let Some(parent) = self.parent(path, OFlags::PATH)? else {
+            return Err(ViewError::io("set the time of", path, Errno::NOENT));
+        };
+        let time = rustix::fs::Timespec {
+            tv_sec: seconds,
+            tv_nsec: 0,
+        };
+        let times = rustix::fs::Timestamps {
+            last_access: time,
+            last_modification: time,
+        };
+        rustix::fs::utimensat(&parent, path.file_name(), &times, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|errno| ViewError::io("set the time of", path, errno))
+    }
+
+    /// Removes the entry at `path` and, when it is a directory, everything below it, never
+    /// following a link; a directory without write or search permission for its owner is given
+    /// them first (what an image unpacks may be read-only). At most `limit` entries are removed:
+    /// past it the removal stops and is refused, having removed some. Returns how many were
+    /// removed; `0` when nothing was there.
+    pub fn remove_all(&self, path: &WsPath, limit: u64) -> Result<u64, ViewError> {
+        let Some(parent) = self.parent(path, OFlags::PATH)? else {
+            return Ok(0);
+        };
+        let mut budget = limit;
+        match remove_tree(&parent, path.file_name(), &mut budget, 0) {
+            Ok(()) => Ok(limit - budget),
+            Err(Removal::Full) => Err(ViewError::TooManyEntries {
+                dir: path.shown(),
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            }),
+            Err(Removal::Failed(errno)) => Err(ViewError::io("delete", path, errno)),
+        }
+    }
+
     fn write_with(&self, path: &WsPath, bytes: &[u8], mode: Option<u32>) -> Result<(), ViewError> {
         static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let Some(parent) = self.parent(path, OFlags::PATH)? else {
@@ -608,6 +751,77 @@ impl View {
             let _ = rustix::fs::unlinkat(&parent, temporary.as_str(), AtFlags::empty());
         }
         written
+    }
+}
+
+/// Why [`remove_tree`] stopped.
+enum Removal {
+    Full,
+    Failed(Errno),
+}
+
+impl From<Errno> for Removal {
+    fn from(errno: Errno) -> Removal {
+        Removal::Failed(errno)
+    }
+}
+
+/// The deepest directory [`remove_tree`] descends into: a path of [`crate::path::MAX_PATH`]
+/// bytes has at most this many components.
+const MAX_DEPTH: usize = crate::path::MAX_PATH / 2 + 1;
+
+/// Removes `name` in `parent` and everything below it, one `*at` call at a time relative to
+/// descriptors opened with `O_NOFOLLOW`, so no link is followed; `budget` entries at most.
+fn remove_tree(
+    parent: &impl AsFd,
+    name: &[u8],
+    budget: &mut u64,
+    depth: usize,
+) -> Result<(), Removal> {
+    let Some(meta) = stat_name(parent, name)? else {
+        return Ok(());
+    };
+    *budget = budget.checked_sub(1).ok_or(Removal::Full)?;
+    if meta.kind != Kind::Directory {
+        return match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(errno) => Err(errno.into()),
+        };
+    }
+    if depth > MAX_DEPTH {
+        return Err(Removal::Failed(Errno::NAMETOOLONG));
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(parent, name, flags, Mode::empty()) {
+        Err(Errno::ACCESS) => {
+            // Unreadable for its owner: the entry was just seen to be a directory, and
+            // `fchmodat` would follow only a link, which this is not.
+            rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
+            rustix::fs::openat(parent, name, flags, Mode::empty())?
+        }
+        other => other?,
+    };
+    if meta.permissions & 0o700 != 0o700 {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(meta.permissions | 0o700))?;
+    }
+    let mut names = Vec::new();
+    let mut reader = Dir::read_from(&fd)?;
+    while let Some(entry) = reader.read() {
+        let entry = entry?;
+        let child = entry.file_name().to_bytes();
+        if child != b"." && child != b".." {
+            if names.len() as u64 >= *budget {
+                return Err(Removal::Full);
+            }
+            names.push(child.to_vec());
+        }
+    }
+    for child in names {
+        remove_tree(&fd, &child, budget, depth + 1)?;
+    }
+    match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(errno) => Err(errno.into()),
     }
 }
 
