@@ -26,6 +26,10 @@ pub struct Isolation {
     pub caches: Vec<String>,
     /// The most one cache may hold (`isolation.cache_limit`); `None` is [`DEFAULT_CACHE_LIMIT`].
     pub cache_limit: Option<ByteSize>,
+    /// The environment image every sandboxed step runs on unless it names its own (DESIGN §14).
+    pub image: Option<cordon_protocol::ImageRef>,
+    /// Each session on an image gets a throwaway writable layer over it.
+    pub image_writable: bool,
 }
 
 /// The toolchains `isolation.toolchains` names (DESIGN §11).

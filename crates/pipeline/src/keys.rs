@@ -229,6 +229,11 @@ pub(crate) const PHASE: Table = Table {
             doc: "Wall-clock limit of each attempt, in seconds.",
         },
         Key {
+            name: "image",
+            shape: Shape::String,
+            doc: "The environment image the phase runs on; default: `isolation.image`.",
+        },
+        Key {
             name: "network",
             shape: Shape::Network,
             doc: "The phase's network; default: the pipeline's. `grants: true` on `execute` applies the plan's granted egress requests.",
@@ -276,6 +281,11 @@ pub(crate) const VERIFY: Table = Table {
             name: "timeout",
             shape: Shape::Positive,
             doc: "Wall-clock limit in seconds.",
+        },
+        Key {
+            name: "image",
+            shape: Shape::String,
+            doc: "The environment image the command runs on; default: `isolation.image`.",
         },
         Key {
             name: "env",
@@ -440,6 +450,16 @@ pub(crate) const ISOLATION: Table = Table {
             shape: Shape::Size,
             doc: "The most one cache may hold (`4G` by default); one over it is emptied when a run opens it.",
         },
+        Key {
+            name: "image",
+            shape: Shape::String,
+            doc: "The environment image every sandboxed step runs on: a name or `sha256:` digest from `cordon image ls`, as the sandbox's read-only `/`.",
+        },
+        Key {
+            name: "image_writable",
+            shape: Shape::Bool,
+            doc: "Give each session on an image a throwaway writable layer over it (discarded when the session ends). Default false.",
+        },
     ],
 };
 
@@ -527,6 +547,11 @@ pub(crate) const STEP: Table = Table {
             name: "timeout",
             shape: Shape::Positive,
             doc: "Wall-clock limit in seconds.",
+        },
+        Key {
+            name: "image",
+            shape: Shape::String,
+            doc: "The environment image this step runs on (a name or digest from `cordon image ls`); default: `isolation.image`.",
         },
         Key {
             name: "env",

@@ -255,6 +255,9 @@ pub struct Sandboxed {
     pub timeout: Option<Timeout>,
     /// Files that must exist after the step (workspace-relative).
     pub produces: Vec<RelPath>,
+    /// Resolved: the step's `image`, else `isolation.image`; `None` runs on the host's system
+    /// directories.
+    pub image: Option<cordon_protocol::ImageRef>,
 }
 
 /// A step's `setup` hook and the network it runs with (`setup_network`, default `none`).

@@ -28,6 +28,9 @@ pub struct OperatorPolicy {
     pub limits: Limits,
     /// Host variables copied into every sandbox (`[env] pass`), in the order written, each once.
     pub env_pass: Vec<crate::EnvName>,
+    /// Root filesystem directories pipelines may name as `image` (`[images] paths`): absolute,
+    /// each once. Pipelines otherwise name images from the store only.
+    pub image_paths: Vec<String>,
 }
 
 /// Bounds for plan-declared egress (`request_egress`); an empty `allow` grants nothing.
@@ -62,8 +65,10 @@ const TOP_KEYS: &[&str] = &[
     "grants",
     "limits",
     "env",
+    "images",
 ];
 const ENV_KEYS: &[&str] = &["pass"];
+const IMAGE_KEYS: &[&str] = &["paths"];
 const GRANT_KEYS: &[&str] = &["allow", "deny"];
 const LIMIT_KEYS: &[&str] = &["disk_warn", "disk_abort", "mem_warn"];
 
@@ -242,6 +247,38 @@ fn check(out: &mut FileSink<'_>, text: &str) -> Option<OperatorPolicy> {
                                 );
                                 ok = false;
                             }
+                        }
+                    }
+                }
+            }
+            None => ok = false,
+        }
+    }
+    if let Some(value) = table.get("images") {
+        match cx.table(out, value, "images") {
+            Some(images) => {
+                cx.unknown_keys(out, images, IMAGE_KEYS, "`[images]`");
+                if let Some(v) = images.get("paths") {
+                    let (texts, all) = cx.strings(out, v, "images.paths", "\"/srv/rootfs\"");
+                    ok &= all;
+                    for (at, text) in texts {
+                        let parsed = cordon_protocol::ImageRef::parse(&text);
+                        if !matches!(parsed, Ok(cordon_protocol::ImageRef::Path(_))) {
+                            out.error(
+                                at,
+                                format!(
+                                    "`images.paths` entries are absolute directories holding an \
+                                     unpacked root filesystem, like `paths = [\"/srv/rootfs\"]`; \
+                                     found `{}`",
+                                    cordon_protocol::text::escape_line(&text)
+                                ),
+                            );
+                            ok = false;
+                        } else if policy.image_paths.contains(&text) {
+                            out.error(at, format!("`images.paths` lists `{text}` twice; keep one"));
+                            ok = false;
+                        } else {
+                            policy.image_paths.push(text);
                         }
                     }
                 }

@@ -103,6 +103,7 @@ pub(crate) fn pipeline(
         network: network.as_ref(),
         secret_names: &secret_names,
         agents_dir: agents_dir.as_ref(),
+        image: isolation.as_ref().and_then(|i| i.image.as_ref()),
     };
     let (steps, outcome, agents) = match (fields.get("steps"), fields.get("outcome")) {
         (Some(_), Some(o)) => {

@@ -235,6 +235,58 @@ pub struct SessionConfig {
     pub caps: Caps,
     /// How init starts; [`InitStart::Exec`] unless the caller opts in.
     pub init_start: InitStart,
+    /// An environment image as the session's `/` instead of the host's system directories
+    /// (DESIGN §14).
+    pub image: Option<ImageRoot>,
+}
+
+/// An environment image's root filesystem, opened at configuration time: the session's `/`,
+/// read-only, `nosuid`, `nodev` (the lower layer of an overlay made in the session's user
+/// namespace), with everything else of the sandbox mounted over it as without an image.
+#[derive(Clone, Debug)]
+pub struct ImageRoot {
+    path: PathBuf,
+    fd: Arc<OwnedFd>,
+    /// A throwaway writable layer over the image for each session (`image_writable`), capped at
+    /// the session's `tmp_size`.
+    pub writable: bool,
+    /// The image's `PATH` (its configuration's `Env`): the sandbox's `PATH` when the step sets
+    /// none.
+    pub path_env: Option<String>,
+}
+
+impl ImageRoot {
+    /// Opens the root filesystem directory `path` (its last component is not followed).
+    pub fn open(
+        path: &Path,
+        writable: bool,
+        path_env: Option<String>,
+    ) -> Result<ImageRoot, SandboxError> {
+        let error = |source| SandboxError::Image {
+            path: path.to_path_buf(),
+            source,
+        };
+        let canonical = path.canonicalize().map_err(error)?;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&canonical)
+            .map_err(error)?;
+        Ok(ImageRoot {
+            path: canonical,
+            fd: Arc::new(OwnedFd::from(file)),
+            writable,
+            path_env,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
 }
 
 /// A private git directory mounted read-write where the workspace's `.git` is, the host's
@@ -269,6 +321,7 @@ impl SessionConfig {
             tmp_size: DEFAULT_TMP_SIZE,
             caps: Caps::default(),
             init_start: InitStart::Exec,
+            image: None,
         }
     }
 }

@@ -74,6 +74,8 @@ pub struct EnvInput {
     pub declared: Vec<(OsString, OsString)>,
     /// Directories put in front of `PATH` after the step's variables (exposed toolchains).
     pub path_prefix: Vec<PathBuf>,
+    /// `PATH` before the step's variables instead of [`DEFAULT_PATH`]: an environment image's.
+    pub base_path: Option<OsString>,
     /// cordon's own variables of exposed toolchains (`RUSTUP_HOME`, `CARGO_HOME`, …), applied
     /// last: they always win.
     pub forced: Vec<(OsString, OsString)>,
@@ -85,7 +87,11 @@ pub fn build(input: &EnvInput) -> Vec<(OsString, OsString)> {
     let mut set = |key: &str, value: OsString| {
         env.insert(OsString::from(key), value);
     };
-    set("PATH", DEFAULT_PATH.into());
+    let base_path = input
+        .base_path
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PATH.into());
+    set("PATH", base_path.clone());
     set("HOME", input.home.clone().into_os_string());
     set("USER", input.user.clone());
     set("LOGNAME", input.user.clone());
@@ -133,10 +139,7 @@ pub fn build(input: &EnvInput) -> Vec<(OsString, OsString)> {
             path.push(dir);
             path.push(":");
         }
-        path.push(
-            env.get(OsStr::new("PATH"))
-                .map_or(OsStr::new(DEFAULT_PATH), |p| p),
-        );
+        path.push(env.get(OsStr::new("PATH")).unwrap_or(&base_path));
         env.insert("PATH".into(), path);
     }
     for (key, value) in &input.forced {

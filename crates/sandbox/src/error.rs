@@ -34,6 +34,15 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "cannot open the image root filesystem `{path}`; import the image again (`cordon image \
+         import`) or give an existing directory"
+    )]
+    Image {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot open `{path}` to mount it read-only; check that it exists and is readable")]
     ReadOnlyPath {
         path: PathBuf,

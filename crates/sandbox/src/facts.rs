@@ -15,7 +15,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::config::{PrivateGitDir, SessionConfig};
+use crate::config::{ImageRoot, PrivateGitDir, SessionConfig};
 use crate::error::SandboxError;
 use crate::git;
 use crate::identity::{HostUser, Identity, Privilege};
@@ -122,8 +122,19 @@ pub(crate) fn gather(
         }
     };
 
+    // With an image, the image is the root and no host system directory is mounted. As root it
+    // is an idmapped detached copy (the importing user's files shown as the sandbox user's, so a
+    // writable layer can copy them up); unprivileged, the sandbox user is that user already.
+    let image = match &config.image {
+        None => None,
+        Some(image) => Some(mounts::ImageLayout {
+            source: image_source(identity, image, &mut fds)?,
+            writable: image.writable,
+        }),
+    };
     let system = mounts::SYSTEM_DIRS
         .iter()
+        .filter(|_| config.image.is_none())
         .filter_map(|dir| {
             let path = PathBuf::from(dir);
             let meta = fs::symlink_metadata(&path).ok()?;
@@ -257,6 +268,7 @@ pub(crate) fn gather(
 
     let layout = Layout {
         system,
+        image,
         workspace: Mounted {
             path: workspace_path.clone(),
             source: workspace_source,
@@ -297,6 +309,12 @@ pub(crate) fn gather(
         }
     }
     read_write.extend(layout.caches.iter().map(|c| c.path.clone()));
+    // A writable image layer is writable through Landlock where the image has directories
+    // (DESIGN §18: Landlock follows the writable mounts); the root itself, `/proc`, `/dev` and
+    // `/sys` are not, nor anything the plan mounts read-only over it.
+    if let Some(image) = config.image.as_ref().filter(|i| i.writable) {
+        read_write.extend(image_top_dirs(image.path())?);
+    }
     // With mutations allowed, git directories outside the workspace (a worktree's, and any
     // submodule's there) are writable through Landlock too; the mount plan keeps their protected
     // entries read-only.
@@ -534,6 +552,74 @@ fn host_source(
         }
         Privilege::Unprivileged => push(fds, fd, Check::SameObjectAs(path.to_path_buf())),
     })
+}
+
+/// The image root's descriptor source: as root, a detached copy of its mount, read-only and
+/// idmapped (the importing user's files shown as the sandbox user's, so a writable layer can copy
+/// them up); unprivileged, the `O_PATH` descriptor init checks its own lookup against (the sandbox
+/// user is the importing user already).
+fn image_source(
+    identity: &Identity,
+    image: &ImageRoot,
+    fds: &mut Vec<OwnedFd>,
+) -> Result<Source, SandboxError> {
+    let error = |source| SandboxError::Image {
+        path: image.path().to_path_buf(),
+        source,
+    };
+    let fd = image.fd().try_clone().map_err(error)?;
+    match identity.privilege {
+        Privilege::Root => {
+            let meta = fs::File::from(fd).metadata().map_err(error)?;
+            let idmap = match identity.workspace_idmap(meta.uid(), meta.gid()) {
+                Some(maps) => Some(idmap_namespace(&maps.uid_map, &maps.gid_map, None)?),
+                None => None,
+            };
+            let tree =
+                sys::mount::clone_tree(image.fd().as_fd(), Depth::Top).map_err(error)?;
+            let attrs = Attributes {
+                set: sys::mount::NO_SUID | sys::mount::NO_DEV | sys::mount::READ_ONLY,
+                clear: 0,
+                userns: idmap,
+            };
+            sys::mount::set_attributes(tree.as_fd(), Depth::Top, attrs).map_err(error)?;
+            Ok(push(fds, tree, Check::Detached))
+        }
+        Privilege::Unprivileged => Ok(push(
+            fds,
+            fd,
+            Check::SameObjectAs(image.path().to_path_buf()),
+        )),
+    }
+}
+
+/// The most top-level entries of an image read for a writable layer's Landlock rules.
+const MAX_IMAGE_TOP: usize = 4096;
+
+/// The image's top-level directories (not links) as sandbox paths, but for those the sandbox
+/// mounts its own over (`/proc`, `/dev`, `/tmp`) or never shows (`/sys`, the scratch name).
+fn image_top_dirs(root: &Path) -> Result<Vec<PathBuf>, SandboxError> {
+    let error = |source| SandboxError::Image {
+        path: root.to_path_buf(),
+        source,
+    };
+    let mut dirs = Vec::new();
+    for (count, entry) in fs::read_dir(root).map_err(error)?.enumerate() {
+        if count == MAX_IMAGE_TOP {
+            return Err(error(std::io::Error::other(format!(
+                "the image's root has more than {MAX_IMAGE_TOP} entries"
+            ))));
+        }
+        let entry = entry.map_err(error)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let is_dir = entry.file_type().map_err(error)?.is_dir();
+        if is_dir && !["proc", "dev", "sys", "tmp", ".cordon"].contains(&name) {
+            dirs.push(Path::new("/").join(name));
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
 }
 
 /// A path in the workspace to mask (`hide`, root `.env*`): its kind if it exists, `None` if not

@@ -3,7 +3,10 @@
 //! session's namespaces) touches the kernel.
 //!
 //! The root is a fresh tmpfs holding only mount points, made read-only at the end. Everything in it
-//! is listed here; nothing of the host appears unless a step puts it there.
+//! is listed here; nothing of the host appears unless a step puts it there. With an environment
+//! image ([`Root::Image`]) the root is the image instead — an overlay whose lower layer is the
+//! image and whose upper layer is a tmpfs the mount points are made in — and no host system
+//! directory is mounted; everything else is the same plan.
 
 mod apply;
 
@@ -20,11 +23,14 @@ pub const SYSTEM_DIRS: [&str; 9] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 ];
 
-/// The device nodes bound from the host's `/dev`.
 /// The sandbox's own `/var/tmp` (in the shared tmpfs: programs that keep big temporaries there
 /// rather than in `/tmp` find it, and it is counted in `tmp_size`).
 pub const VAR_TMP: &str = "/var/tmp";
 
+/// The upper layer of a read-only image root holds only the mount points the plan makes.
+pub const IMAGE_MOUNT_POINTS_SIZE: u64 = 4 << 20;
+
+/// The device nodes bound from the host's `/dev`.
 pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Whether a mount may be written through.
@@ -132,10 +138,35 @@ impl Step {
     }
 }
 
+/// What the session's `/` is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Root {
+    /// A fresh tmpfs holding only mount points (the host's system directories bound in).
+    #[default]
+    Tmpfs,
+    /// An environment image (DESIGN §14): an overlay of the image directory (`source`, bound
+    /// read-only, `nosuid`, `nodev`) under a tmpfs upper layer of `size` bytes, in which the
+    /// mount points are made. Made read-only once the plan is applied, unless `writable`: then
+    /// the upper layer is the session's throwaway writable layer.
+    Image {
+        source: Source,
+        writable: bool,
+        size: u64,
+    },
+}
+
 /// The steps in the order init applies them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MountPlan {
+    pub root: Root,
     pub steps: Vec<Step>,
+}
+
+/// The image a session's root is, as found on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageLayout {
+    pub source: Source,
+    pub writable: bool,
 }
 
 /// One of the system directories as it exists on the host.
@@ -179,7 +210,10 @@ pub enum GitMutations {
 /// The host facts the plan is built from; gathered by `facts::gather`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// The host's system directories; empty with an image.
     pub system: Vec<SystemEntry>,
+    /// The environment image that is the root, if any.
+    pub image: Option<ImageLayout>,
     pub workspace: Mounted,
     /// The workspace is bound read-only (and `git_mutations` is `Deny`).
     pub workspace_read_only: bool,
@@ -413,7 +447,19 @@ pub fn plan(layout: &Layout) -> MountPlan {
     // A mount must come after every mount whose target contains it; a stable sort by depth keeps
     // the order above among equals.
     steps.sort_by_key(|step| depth(step.target()));
-    MountPlan { steps }
+    let root = match &layout.image {
+        None => Root::Tmpfs,
+        Some(image) => Root::Image {
+            source: image.source.clone(),
+            writable: image.writable,
+            size: if image.writable {
+                layout.tmp_size
+            } else {
+                IMAGE_MOUNT_POINTS_SIZE
+            },
+        },
+    };
+    MountPlan { root, steps }
 }
 
 fn bind(source: Source, target: &Path, kind: Kind, access: Access) -> Step {

@@ -26,6 +26,7 @@ mod kernel;
 mod landlock;
 mod layer;
 mod namespaces;
+mod overlay;
 mod overrides;
 
 use std::sync::OnceLock;
@@ -159,6 +160,12 @@ impl Probe {
         let filter_facts = filters::FilterFacts::detect();
         let [landlock, scopes] = landlock::statuses(crate::sys::probe::landlock_abi(), kernel);
         let idmapped = idmap::status(crate::sys::probe::mount_setattr_exists(), kernel);
+        let overlayfs = match depth {
+            Depth::Quick => overlay::quick(
+                &std::fs::read_to_string("/proc/filesystems").unwrap_or_default(),
+            ),
+            Depth::Thorough => overlay::attempt(crate::sys::probe::try_overlay()),
+        };
         let cgroups = match cgroups {
             Cgroups::Probe => Some(cgroups::status(crate::cgroup::host_driver().as_ref())),
             // Left out: `from_statuses` reports it missing as "not probed".
@@ -175,6 +182,7 @@ impl Probe {
                 landlock,
                 scopes,
                 idmapped,
+                overlayfs,
             ]
             .into_iter()
             .chain(cgroups)
@@ -318,6 +326,7 @@ mod tests {
         use Layer::*;
         check(&[], &[], &[]);
         check(&[Cgroups], &[Cgroups], &[]);
+        check(&[Overlayfs], &[Overlayfs], &[]);
         check(
             &[LandlockScopes, IdmappedMounts],
             &[LandlockScopes, IdmappedMounts],
@@ -337,6 +346,7 @@ mod tests {
                 PidNamespaces,
                 NetworkNamespaces,
                 IdmappedMounts,
+                Overlayfs,
             ],
             &[
                 UserNamespaces,

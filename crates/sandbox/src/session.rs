@@ -628,12 +628,16 @@ fn null() -> Result<OwnedFd, SandboxError> {
 }
 
 /// Fails closed: the first missing required layer refuses the session, naming the layer and the
-/// remedy. As root the idmapped workspace is required too (DESIGN §4: needed as root).
-fn refuse_missing_layers(privilege: Privilege) -> Result<(), SandboxError> {
+/// remedy. As root the idmapped workspace is required too (DESIGN §4: needed as root), and with an
+/// environment image overlayfs in the user namespace (DESIGN §14).
+fn refuse_missing_layers(privilege: Privilege, image: bool) -> Result<(), SandboxError> {
     let probe = Probe::detect_for_session();
     let mut missing: Vec<_> = probe.missing_required();
     if privilege == Privilege::Root && !probe.is_available(Layer::IdmappedMounts) {
         missing.push(probe.layer(Layer::IdmappedMounts));
+    }
+    if image && !probe.is_available(Layer::Overlayfs) {
+        missing.push(probe.layer(Layer::Overlayfs));
     }
     match missing.first() {
         None => Ok(()),

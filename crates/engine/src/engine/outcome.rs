@@ -263,12 +263,13 @@ impl Engine<'_> {
                 .as_ref()
                 .map(|p| p.verify.clone())
                 .unwrap_or_default();
+            let image = self.cx.pipeline.isolation.image.clone();
             commands.extend(
                 planned
                     .verify
                     .iter()
                     .chain(&plan_verify)
-                    .map(|text| model_command(text)),
+                    .map(|text| model_command(text, image.clone())),
             );
             return self.verify(&name, attempt, &commands, spec.verify.len());
         }
@@ -589,8 +590,9 @@ fn phase_step(name: StepName, agent: &AgentStep, text: String) -> Step {
     }
 }
 
-/// A verify command a model gave: a shell command, offline, with a default timeout.
-fn model_command(text: &str) -> CommandStep {
+/// A verify command a model gave: a shell command, offline, with a default timeout, on the
+/// pipeline's image (the project's environment) when it has one.
+fn model_command(text: &str, image: Option<cordon_protocol::ImageRef>) -> CommandStep {
     CommandStep {
         command: CommandSpec::Shell(text.to_owned()),
         model_lane: false,
@@ -601,6 +603,7 @@ fn model_command(text: &str) -> CommandStep {
             env: Default::default(),
             timeout: std::num::NonZeroU64::new(MODEL_VERIFY_TIMEOUT).map(Timeout),
             produces: Vec::new(),
+            image,
         },
     }
 }

@@ -39,7 +39,24 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
     let cache_limit = optional(&fields, "cache_limit", |n| {
         size(out, n, "cache_limit", "4G")
     });
+    let image = optional(&fields, "image", |n| image(out, n));
+    let image_writable = match fields.get("image_writable") {
+        Some(n) => decode::boolean(out, n, "image_writable"),
+        None => Some(false),
+    };
+    if let Some(at) = fields.key_at("image_writable")
+        && fields.get("image").is_none()
+        && image_writable == Some(true)
+    {
+        out.warning(
+            at,
+            "`image_writable` applies to steps with an `image`; set `isolation.image` or a step's \
+             `image`",
+        );
+    }
     Some(Isolation {
+        image: image?,
+        image_writable: image_writable?,
         memory: memory?,
         pids: pids?,
         cpus: cpus?,
@@ -52,6 +69,37 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
         caches: caches?,
         cache_limit: cache_limit?,
     })
+}
+
+/// An `image` reference: a store name, `sha256:<digest>`, or an absolute directory (which runs
+/// accept only when the operator policy lists it under `[images] paths`).
+pub(crate) fn image(out: &mut FileSink<'_>, node: &Node) -> Option<cordon_protocol::ImageRef> {
+    let text = decode::string(out, node, "image")?;
+    match cordon_protocol::ImageRef::parse(&text) {
+        Ok(parsed) => {
+            if let cordon_protocol::ImageRef::Path(path) = &parsed {
+                out.warning(
+                    node.at,
+                    format!(
+                        "`image: {path}` is a directory, not a store image: runs refuse it unless \
+                         the operator policy lists it under `[images] paths`; import the image \
+                         (`cordon image import FILE --name NAME`) and name it instead"
+                    ),
+                );
+            }
+            Some(parsed)
+        }
+        Err(err) => {
+            out.error(
+                node.at,
+                format!(
+                    "`image`: {err} (like `image: python:3.12` or `image: sha256:<digest>`, a \
+                     name or digest from `cordon image ls`)"
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// `Some(None)` when the key is absent, `Some(Some(v))` when it decodes, `None` on error.

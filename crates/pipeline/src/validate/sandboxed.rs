@@ -100,10 +100,15 @@ pub(crate) fn sandboxed(
         Some(n) => rel_paths(out, n, "produces", "summary.md"),
         None => Some(Vec::new()),
     };
+    let image = match fields.get("image") {
+        Some(n) => super::isolation::image(out, n).map(Some),
+        None => Some(cx.image.cloned()),
+    };
     if fields.key_at("setup_network").is_some() && fields.get("setup").is_none() {
         return None;
     }
     Some(Sandboxed {
+        image: image?,
         network: network?,
         setup: setup?,
         secrets: secrets?,

@@ -29,6 +29,8 @@ pub(crate) struct Context<'a> {
     /// Every declared secret name, even those whose declaration is invalid.
     pub(crate) secret_names: &'a [String],
     pub(crate) agents_dir: Option<&'a RelPath>,
+    /// `isolation.image`, which sandboxed steps inherit.
+    pub(crate) image: Option<&'a cordon_protocol::ImageRef>,
 }
 
 /// Keys only agent steps take.
@@ -43,6 +45,7 @@ const NOT_FOR_ACTIONS: &[&str] = &[
     "env",
     "timeout",
     "produces",
+    "image",
 ];
 
 struct Draft {

@@ -87,6 +87,7 @@ const BASE: [&str; 16] = [
 
 fn layout() -> Layout {
     Layout {
+        image: None,
         system: vec![
             SystemEntry::Dir("/usr".into()),
             SystemEntry::Symlink {

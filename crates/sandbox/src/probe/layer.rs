@@ -16,12 +16,13 @@ pub enum Layer {
     Landlock,
     LandlockScopes,
     IdmappedMounts,
+    Overlayfs,
     Cgroups,
 }
 
 impl Layer {
     /// Every layer, in report order.
-    pub const ALL: [Layer; 10] = [
+    pub const ALL: [Layer; 11] = [
         Layer::UserNamespaces,
         Layer::MountNamespaces,
         Layer::PidNamespaces,
@@ -31,6 +32,7 @@ impl Layer {
         Layer::Landlock,
         Layer::LandlockScopes,
         Layer::IdmappedMounts,
+        Layer::Overlayfs,
         Layer::Cgroups,
     ];
 
@@ -46,6 +48,7 @@ impl Layer {
             Layer::Landlock => "landlock",
             Layer::LandlockScopes => "landlock_scopes",
             Layer::IdmappedMounts => "idmapped_mounts",
+            Layer::Overlayfs => "overlayfs",
             Layer::Cgroups => "cgroups",
         }
     }
@@ -62,7 +65,9 @@ impl Layer {
             | Layer::Seccomp
             | Layer::NoNewPrivs
             | Layer::Landlock => true,
-            Layer::LandlockScopes | Layer::IdmappedMounts | Layer::Cgroups => false,
+            Layer::LandlockScopes | Layer::IdmappedMounts | Layer::Overlayfs | Layer::Cgroups => {
+                false
+            }
         }
     }
 
@@ -76,6 +81,7 @@ impl Layer {
                 Layer::PidNamespaces,
                 Layer::NetworkNamespaces,
                 Layer::IdmappedMounts,
+                Layer::Overlayfs,
             ],
             Layer::Landlock => &[Layer::LandlockScopes],
             Layer::MountNamespaces
@@ -85,6 +91,7 @@ impl Layer {
             | Layer::NoNewPrivs
             | Layer::LandlockScopes
             | Layer::IdmappedMounts
+            | Layer::Overlayfs
             | Layer::Cgroups => &[],
         }
     }
@@ -159,7 +166,7 @@ mod tests {
             err.to_string(),
             "unknown sandbox layer `landlok`; the layers are user_namespaces, mount_namespaces, \
              pid_namespaces, network_namespaces, seccomp, no_new_privs, landlock, landlock_scopes, \
-             idmapped_mounts, cgroups"
+             idmapped_mounts, overlayfs, cgroups"
         );
     }
 }

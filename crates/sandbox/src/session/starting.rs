@@ -120,7 +120,7 @@ impl Starting {
         // slowest step of a start, see `sys::spawn::clone_init`), rather than before the clone.
         // Nothing has run yet — init has built nothing and waits for its maps — so a refusal
         // here, which kills init, is still a refusal before anything runs.
-        refuse_missing_layers(session.identity.privilege)?;
+        refuse_missing_layers(session.identity.privilege, config.image.is_some())?;
         if let Err(err) = write_maps(session.init.pid, &session.identity) {
             // A child that could not make its namespaces has exited already and said why; a live
             // one ends on the closed sync pipe, so reading its report cannot block.
@@ -160,6 +160,11 @@ impl Starting {
         session.caches.clone_from(&config.caches);
         session.env.host = std::env::vars_os().collect();
         session.env.path_prefix = config.toolchains.path.clone();
+        session.env.base_path = config
+            .image
+            .as_ref()
+            .and_then(|image| image.path_env.as_ref())
+            .map(OsString::from);
         session.env.passed = config.passed.clone();
         session.env.forced = config.toolchains.env.clone();
         if let Some(caches) = &config.caches {
@@ -238,7 +243,7 @@ fn clone(program: &InitProgram, init_start: InitStart) -> Result<Cloned, Sandbox
         Ok(spawned) => spawned,
         Err(source) => {
             // A missing layer is the likely cause; name it and its remedy.
-            refuse_missing_layers(privilege)?;
+            refuse_missing_layers(privilege, false)?;
             return Err(SandboxError::start("create the sandbox namespaces")(source));
         }
     };

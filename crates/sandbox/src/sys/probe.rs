@@ -220,3 +220,176 @@ pub(crate) fn kill_process(pid: i32) {
     // SAFETY: kill has no memory-safety preconditions; pid > 0 addresses exactly one process.
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
+
+/// Which step of the overlay attempt failed, with its errno (`try_overlay`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OverlayFailure {
+    pub step: &'static str,
+    pub errno: i32,
+}
+
+/// The steps of [`try_overlay`], in order; the child reports the index of the one that failed.
+const OVERLAY_STEPS: [&str; 6] = [
+    "create a user and mount namespace",
+    "map the user in it",
+    "make the mounts private",
+    "mount a tmpfs",
+    "make the layer directories",
+    "mount an overlay with `userxattr`",
+];
+
+/// Forks a child that does what an image session does with its root: in a new user and mount
+/// namespace (the invoking user mapped to 0), a tmpfs holding a lower, an upper and a work
+/// directory, and an overlay of them with `userxattr`. Nothing outside the child's namespace is
+/// touched; the child exits at once.
+pub(crate) fn try_overlay() -> io::Result<Result<(), OverlayFailure>> {
+    // Everything the child writes is prepared here: after `fork` it may only make system calls.
+    // SAFETY: getuid and getgid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let uid_map = std::ffi::CString::new(format!("0 {uid} 1")).map_err(io::Error::other)?;
+    let gid_map = std::ffi::CString::new(format!("0 {gid} 1")).map_err(io::Error::other)?;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid, writable array of two ints, as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let [read_fd, write_fd] = fds;
+    // SAFETY: the child makes only async-signal-safe system calls on memory prepared before the
+    // fork, then `_exit`s, so forking a possibly multi-threaded parent is sound.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut keep = [write_fd];
+        // SAFETY: this child never uses or drops anything it inherited but `write_fd`.
+        let closed = unsafe { super::fd::close_all_except(&mut keep) };
+        let report = if closed {
+            // SAFETY: the calls below only change this child's namespaces and its own private
+            // mounts, with NUL-terminated strings that live until `_exit`.
+            unsafe { overlay_child(uid_map.as_ptr(), gid_map.as_ptr()) }
+        } else {
+            (0, errno())
+        };
+        let mut bytes = [0u8; 8];
+        bytes[..4].copy_from_slice(&report.0.to_ne_bytes());
+        bytes[4..].copy_from_slice(&report.1.to_ne_bytes());
+        // SAFETY: `bytes` is valid for 8 bytes; write and _exit are async-signal-safe.
+        unsafe {
+            libc::write(write_fd, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(0);
+        }
+    }
+    let fork_error = (pid < 0).then(io::Error::last_os_error);
+    // SAFETY: `write_fd` is our own descriptor from pipe2 and is not used after this.
+    unsafe { libc::close(write_fd) };
+    let mut bytes = [0u8; 8];
+    let mut filled = 0;
+    if fork_error.is_none() {
+        while filled < bytes.len() {
+            let rest = &mut bytes[filled..];
+            // SAFETY: `rest` is valid for `rest.len()` writable bytes; `read_fd` is open.
+            let n = unsafe { libc::read(read_fd, rest.as_mut_ptr().cast(), rest.len()) };
+            if n > 0 {
+                filled += n.unsigned_abs();
+            } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+        reap(pid);
+    }
+    // SAFETY: `read_fd` is our own descriptor from pipe2 and is not used after this.
+    unsafe { libc::close(read_fd) };
+    if let Some(err) = fork_error {
+        return Err(err);
+    }
+    if filled != bytes.len() {
+        return Err(io::Error::other(
+            "the overlay probe child exited without reporting",
+        ));
+    }
+    let step = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let errno = i32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    Ok(match usize::try_from(step) {
+        Ok(index) if index < OVERLAY_STEPS.len() => Err(OverlayFailure {
+            step: OVERLAY_STEPS[index],
+            errno,
+        }),
+        _ => Ok(()),
+    })
+}
+
+/// The forked child of [`try_overlay`]: `(index of the failed step, errno)`, or `(-1, 0)`.
+///
+/// # Safety
+/// Only in a child forked for the probe: it changes the calling process's namespaces and mounts.
+unsafe fn overlay_child(uid_map: *const libc::c_char, gid_map: *const libc::c_char) -> (i32, i32) {
+    let write_file = |path: &std::ffi::CStr, text: *const libc::c_char| -> bool {
+        // SAFETY: `path` and `text` are NUL-terminated strings alive for the call.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return false;
+            }
+            let len = libc::strlen(text);
+            let ok = libc::write(fd, text.cast(), len) == len as isize;
+            libc::close(fd);
+            ok
+        }
+    };
+    // SAFETY (each block): system calls on NUL-terminated literals, in this child only.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
+        return (0, errno());
+    }
+    if !write_file(c"/proc/self/setgroups", c"deny".as_ptr())
+        || !write_file(c"/proc/self/uid_map", uid_map)
+        || !write_file(c"/proc/self/gid_map", gid_map)
+    {
+        return (1, errno());
+    }
+    // SAFETY: as above.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return (2, errno());
+    }
+    // SAFETY: as above.
+    if unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/tmp".as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=64k".as_ptr().cast(),
+        )
+    } != 0
+    {
+        return (3, errno());
+    }
+    for dir in [c"/tmp/l", c"/tmp/u", c"/tmp/w", c"/tmp/m"] {
+        // SAFETY: as above.
+        if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0 {
+            return (4, errno());
+        }
+    }
+    // SAFETY: as above.
+    if unsafe {
+        libc::mount(
+            c"overlay".as_ptr(),
+            c"/tmp/m".as_ptr(),
+            c"overlay".as_ptr(),
+            0,
+            c"lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w,userxattr"
+                .as_ptr()
+                .cast(),
+        )
+    } != 0
+    {
+        return (5, errno());
+    }
+    (-1, 0)
+}

@@ -5,6 +5,7 @@ mod cgroup;
 mod git;
 mod git_escape;
 mod identity;
+mod image;
 mod inheritance;
 mod layout;
 mod lifecycle;
