@@ -5,6 +5,7 @@ pub mod diff;
 pub mod doctor;
 pub mod egress;
 pub mod exec;
+pub mod image;
 pub mod init;
 pub mod logs;
 pub mod policy;

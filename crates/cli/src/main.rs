@@ -57,6 +57,8 @@ enum Command {
     Egress(commands::egress::Args),
     /// List or clear the persistent download caches (`isolation.caches`, `exec --cache`).
     Cache(commands::cache::Args),
+    /// Import, list or remove the environment images steps run on (`image:`, `exec --image`).
+    Image(commands::image::Args),
 }
 
 /// `cordon exec` parsed on its own: the same `exec` definition (and the same program name,
@@ -119,6 +121,7 @@ fn main() -> ExitCode {
         Command::Policy(args) => commands::policy::run(args),
         Command::Egress(args) => commands::egress::run(args),
         Command::Cache(args) => commands::cache::run(args),
+        Command::Image(args) => commands::image::run(args),
     })
 }
 

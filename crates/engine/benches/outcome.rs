@@ -230,6 +230,7 @@ fn drive(
         tooling: Vec::new(),
         agents: Some(&mut driver),
         meter: cordon_engine::budget::Meter::unlimited(),
+        images: cordon_engine::images::RunImages::default(),
     };
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
     engine

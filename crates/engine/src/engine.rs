@@ -75,6 +75,8 @@ pub struct RunContext<'a> {
     pub agents: Option<&'a mut dyn AgentDriver>,
     /// The run's budget (shared with the model lanes of its sessions).
     pub meter: crate::budget::Meter,
+    /// The environment images the run's steps name, resolved when it started.
+    pub images: crate::images::RunImages,
 }
 
 pub struct Engine<'a> {
@@ -656,6 +658,7 @@ impl<'a> Engine<'a> {
                 step: step.name.clone(),
                 attempt,
                 network: spec.network.to_string(),
+                image: recorded_image(&spec),
             },
         );
         if let Err(failure) = opened {
@@ -738,7 +741,13 @@ impl<'a> Engine<'a> {
         hook: &cordon_pipeline::Setup,
         attempt: Attempt,
     ) -> Result<bool, Failure> {
-        let stamp = setup::stamp(hook, self.cx.workspace);
+        let image = step
+            .kind
+            .sandbox()
+            .and_then(|s| s.image.as_ref())
+            .and_then(|r| self.cx.images.get(r))
+            .map(|i| i.recorded.as_str());
+        let stamp = setup::stamp(hook, self.cx.workspace, image);
         if !self.cx.refresh && self.cx.store.has_stamp(&stamp)? {
             self.append(Some(&step.name), Event::SetupCached { stamp })?;
             return Ok(true);
@@ -903,6 +912,15 @@ impl<'a> Engine<'a> {
             allow_git_mutations: isolation.allow_git_mutations
                 && self.cx.pipeline.outcome.is_none(),
             workspace_read_only: read_only,
+            image: step
+                .kind
+                .sandbox()
+                .and_then(|s| s.image.as_ref())
+                .map(|reference| {
+                    self.cx.images.get(reference).cloned().ok_or_else(|| {
+                        format!("the image `{reference}` was not resolved when the run started")
+                    })
+                }),
         }
     }
 
@@ -956,6 +974,7 @@ impl<'a> Engine<'a> {
                 step: step.clone(),
                 attempt: spec.attempt,
                 network: spec.network.to_string(),
+                image: recorded_image(spec),
             },
         ) {
             session.close();
@@ -1390,5 +1409,13 @@ fn argv(spec: &CommandSpec) -> Vec<String> {
     match spec {
         CommandSpec::Shell(text) => vec!["/bin/sh".to_owned(), "-c".to_owned(), text.clone()],
         CommandSpec::Argv(argv) => argv.clone(),
+    }
+}
+
+/// What `sandbox.session{image}` records for a session opened from `spec`.
+fn recorded_image(spec: &SessionSpec) -> Option<String> {
+    match &spec.image {
+        Some(Ok(image)) => Some(image.recorded.clone()),
+        _ => None,
     }
 }

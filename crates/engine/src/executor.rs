@@ -48,6 +48,9 @@ pub struct SessionSpec {
     pub allow_git_mutations: bool,
     /// The workspace is read-only in this session (an outcome run's scrutinize).
     pub workspace_read_only: bool,
+    /// The environment image the session's root is; `Err` names a reference the run did not
+    /// resolve (the session then fails to open rather than run on the host's directories).
+    pub image: Option<Result<crate::images::SessionImage, String>>,
 }
 
 /// How a command ended.

@@ -14,6 +14,7 @@ pub mod egress;
 mod engine;
 mod error;
 pub mod executor;
+pub mod images;
 pub mod lane;
 pub mod outcome;
 mod output;

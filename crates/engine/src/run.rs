@@ -175,6 +175,9 @@ pub struct Ready {
     toolchains: cordon_sandbox::toolchain::Exposure,
     /// The operator's `[env] pass` values, and the files they name.
     passed: cordon_sandbox::environment::Passed,
+    /// The environment images the steps name, resolved (a resumed run's pinned to the digests
+    /// it recorded).
+    images: crate::images::RunImages,
     /// `isolation.caches`, opened for the whole run (their shared lock held until it ends).
     caches: Option<cordon_sandbox::cache::Opened>,
     /// The run's task (`--prompt`), for `run.started` of a fresh run.
@@ -612,6 +615,7 @@ fn fresh(
     let lane = crate::lane::lane_config(&first.pipeline, request.env)?;
     let toolchains = toolchains(&first.pipeline, &workspace_path, request.env)?;
     let passed = passed_env(&first.pipeline, &operator.policy, request.env)?;
+    let images = run_images(&first.pipeline, request.state_dir, &operator.policy, &[])?;
     let store = Store::open(request.state_dir)?;
     let mut warnings = first.warnings;
     let caches = caches(&first.pipeline, &store, &pipeline_file, &mut warnings)?;
@@ -667,6 +671,7 @@ fn fresh(
         lane,
         toolchains,
         passed,
+        images,
         caches,
         prompt,
         outcome,
@@ -775,6 +780,7 @@ fn resume(
     let lane = crate::lane::lane_config(&pipeline, request.env)?;
     let toolchains = toolchains(&pipeline, &row.workspace, request.env)?;
     let passed = passed_env(&pipeline, &operator.policy, request.env)?;
+    let images = run_images(&pipeline, request.state_dir, &operator.policy, &records)?;
     let workspace = open_workspace(
         &row.workspace,
         &pipeline,
@@ -805,6 +811,7 @@ fn resume(
         lane,
         toolchains,
         passed,
+        images,
         caches,
         prompt,
         outcome,
@@ -939,6 +946,7 @@ impl Ready {
             tooling: self.tooling.clone(),
             agents: self.agents.as_mut().map(|d| d as &mut dyn AgentDriver),
             meter,
+            images: self.images.clone(),
         };
         let mut engine = Engine::new(cx, observer)?;
         engine.set_resource_guard(ResourceGuard::new(Limits {
@@ -985,4 +993,17 @@ fn needs_egress(pipeline: &Pipeline) -> bool {
                 .as_ref()
                 .is_some_and(|setup| networked(&setup.network))
     })
+}
+
+/// The run's environment images resolved through the state directory's image store: a missing
+/// image, or a directory the operator policy does not list, is exit 2 before anything runs.
+fn run_images(
+    pipeline: &Pipeline,
+    state_dir: &StateDir,
+    policy: &OperatorPolicy,
+    log: &[Record],
+) -> Result<crate::images::RunImages, RunError> {
+    let images = cordon_image::Images::at(state_dir.path());
+    crate::images::RunImages::resolve(pipeline, &images, &policy.image_paths, log)
+        .map_err(|e| RunError::usage(error_chain(&e)))
 }

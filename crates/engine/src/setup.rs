@@ -20,7 +20,9 @@ pub fn is_lockfile(name: &str) -> bool {
 /// read through the workspace view and streamed (a link or a FIFO is no lockfile); the first 64
 /// by name, each up to 64 MiB and not sparse, count by content, the rest by name and size.
 /// Unreadable lockfiles count by name only.
-pub fn stamp(setup: &Setup, workspace: &HostWorkspace) -> String {
+/// `image` is the digest (or directory) of the environment image the hook runs on: what a hook
+/// installed on one image says nothing of another.
+pub fn stamp(setup: &Setup, workspace: &HostWorkspace, image: Option<&str>) -> String {
     let mut hash = Sha256::new();
     let mut field = |bytes: &[u8]| {
         hash.update((bytes.len() as u64).to_le_bytes());
@@ -40,6 +42,7 @@ pub fn stamp(setup: &Setup, workspace: &HostWorkspace) -> String {
     }
     field(workspace.path().as_os_str().as_encoded_bytes());
     field(setup.network.to_string().as_bytes());
+    field(image.unwrap_or("host").as_bytes());
     let lockfiles = workspace.lockfiles(is_lockfile);
     for (name, digest) in lockfiles {
         field(name.as_bytes());

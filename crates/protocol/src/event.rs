@@ -231,6 +231,10 @@ pub enum Event {
         step: StepName,
         attempt: Attempt,
         network: String,
+        /// The environment image the session's root is (`sha256:<hex>`, or a directory given
+        /// by path); absent on the host's system directories. A resumed run keeps it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        image: Option<String>,
     },
     #[serde(rename = "sandbox.exec")]
     SandboxExec {

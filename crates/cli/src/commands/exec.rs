@@ -75,6 +75,13 @@ pub struct Args {
     /// state directory per workspace; `cordon cache ls` and `cordon cache clear` manage them
     #[arg(long = "cache", value_name = "NAME")]
     cache: Vec<String>,
+    /// Run on an environment image as the sandbox's read-only `/`: a name or `sha256:<digest>`
+    /// from `cordon image ls`, or a directory holding an unpacked root filesystem
+    #[arg(long = "image", value_name = "REF")]
+    image: Option<String>,
+    /// With --image: a throwaway writable layer over the image, discarded when the command ends
+    #[arg(long = "image-writable", requires = "image")]
+    image_writable: bool,
     /// Run the command on a pseudo-terminal inside the sandbox connected to this terminal (its
     /// window size and changes passed on); without it stdin, stdout and stderr are pipes
     #[arg(short = 't', long = "tty")]
@@ -242,6 +249,10 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
     config.read_only = args.read_only;
     config.toolchains = toolchains(&args.toolchain, config.workspace.path())?;
     config.caches = caches(&args.cache, config.workspace.path())?;
+    config.image = match &args.image {
+        Some(reference) => Some(image(reference, args.image_writable)?),
+        None => None,
+    };
     // The operator's `[env] pass`: host values in, the files they name read-only.
     let names: Vec<&str> = built.env_pass.iter().map(|n| n.as_str()).collect();
     let (passed, files) =
@@ -541,6 +552,19 @@ fn utf8_locale(var: &dyn Fn(&str) -> Option<OsString>) -> bool {
 
 /// The `--cache` names opened in the state directory's cache store, keyed by the workspace;
 /// `None` without any. A cache found over the limit is emptied first and said so.
+/// The image `--image REF` names: a store image, or (on the command line only) a directory.
+fn image(reference: &str, writable: bool) -> anyhow::Result<cordon_sandbox::ImageRoot> {
+    let parsed = cordon_protocol::ImageRef::parse(reference)
+        .map_err(|e| anyhow::anyhow!("`--image {}`: {e}", escape_line(reference)))?;
+    let state_dir = cordon_store::StateDir::resolve(&cordon_store::StateDirSource::from_env(None))?;
+    let resolved = cordon_image::Images::at(state_dir.path()).resolve(&parsed)?;
+    Ok(cordon_sandbox::ImageRoot::open(
+        &resolved.rootfs,
+        writable,
+        resolved.path,
+    )?)
+}
+
 fn caches(
     names: &[String],
     workspace: &Path,

@@ -176,6 +176,13 @@ impl Report<'_> {
             ""
         };
         let _ = writeln!(out, "\n{label} ({kind}){flag}");
+        if let Some(image) = &sandbox.image {
+            let _ = writeln!(
+                out,
+                "  image: {}",
+                super::run::shown_image(Some(image))
+            );
+        }
         self.network(out, "network", &sandbox.network);
         if let Some(setup) = &sandbox.setup {
             self.network(out, "setup network", &setup.network);

@@ -285,15 +285,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The real run's host checks (git in process, nothing written), so a dry run shows what the
     // run would refuse before a model is called.
     let env = |name: &str| std::env::var_os(name);
-    for refusal in
-        cordon_engine::run::dry_run_refusals(&loaded.pipeline, &pipeline_file, &workspace, &env)
-    {
+    let mut refusals =
+        cordon_engine::run::dry_run_refusals(&loaded.pipeline, &pipeline_file, &workspace, &env);
+    refusals.extend(image_refusal(&loaded.pipeline, &args, &workspace));
+    for refusal in refusals {
         eprintln!(
             "cordon: warning: `cordon run` would refuse: {}",
             cordon_protocol::text::escape_text(&refusal)
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `cordon run` would say of the pipeline's images: one missing from the store, or a
+/// directory the operator policy does not list.
+fn image_refusal(pipeline: &Pipeline, args: &Args, workspace: &Path) -> Option<String> {
+    let uses_images = pipeline.sandboxed().iter().any(|s| s.image.is_some());
+    if !uses_images {
+        return None;
+    }
+    let source = cordon_store::StateDirSource::from_env(args.shared.state_dir.clone());
+    let state_dir = cordon_store::StateDir::resolve(&source).ok()?;
+    let images = cordon_image::Images::at(state_dir.path());
+    let paths = crate::operator::load(args.shared.policy.as_deref(), Some(workspace))
+        .map(|o| o.policy.image_paths)
+        .unwrap_or_default();
+    cordon_engine::images::RunImages::resolve(pipeline, &images, &paths, &[])
+        .err()
+        .map(|e| cordon_engine::error_chain(&e))
 }
 
 /// The resolved plan `--dry-run` prints.
@@ -510,6 +529,7 @@ impl Plan<'_> {
 }
 
 fn sandboxed(push: &mut impl FnMut(&str, String), s: &Sandboxed) {
+    push("image", shown_image(s.image.as_ref()));
     push("network", s.network.to_string());
     if let Some(setup) = &s.setup {
         push("setup", command(&setup.command));
@@ -535,6 +555,14 @@ fn sandboxed(push: &mut impl FnMut(&str, String), s: &Sandboxed) {
     if !s.produces.is_empty() {
         let files: Vec<String> = s.produces.iter().map(ToString::to_string).collect();
         push("produces", files.join(", "));
+    }
+}
+
+/// A step's image as `--dry-run` and `cordon policy` name it.
+pub(crate) fn shown_image(image: Option<&cordon_protocol::ImageRef>) -> String {
+    match image {
+        None => "none: the host's system directories, read-only".to_owned(),
+        Some(reference) => format!("{reference} as the read-only /"),
     }
 }
 
@@ -612,6 +640,14 @@ fn isolation(i: &Isolation) -> String {
     }
     if let Some(t) = i.tmp_size {
         parts.push(format!("/tmp {t}"));
+    }
+    if let Some(image) = &i.image {
+        let layer = if i.image_writable {
+            " with a throwaway writable layer"
+        } else {
+            ""
+        };
+        parts.push(format!("image {image}{layer}"));
     }
     if !i.read_only.is_empty() {
         let paths: Vec<String> = i.read_only.iter().map(ToString::to_string).collect();

@@ -97,6 +97,7 @@ struct Job {
     refresh: bool,
     tooling: Vec<WsPath>,
     meter: crate::budget::Meter,
+    images: crate::images::RunImages,
     limits: Option<Limits>,
 }
 
@@ -133,6 +134,7 @@ impl Job {
                 .as_deref_mut()
                 .map(|driver| driver as &mut dyn AgentDriver),
             meter: self.meter,
+            images: self.images,
         };
         // The coordinator observes every record; this engine's own observer sees nothing.
         let mut quiet = |_: &Record| Control::Continue;
@@ -274,6 +276,7 @@ impl<'a> Engine<'a> {
             refresh: self.cx.refresh,
             tooling: self.cx.tooling.clone(),
             meter: self.cx.meter.clone(),
+            images: self.cx.images.clone(),
             limits: self.guard.as_ref().map(|g| g.limits),
         })
     }

@@ -132,6 +132,14 @@ impl Executor for SandboxExecutor {
         }
         config.caps = spec.caps;
         config.workspace_read_only = spec.workspace_read_only;
+        config.image = match &spec.image {
+            None => None,
+            Some(Err(message)) => return Err(ExecError::Failed(message.clone())),
+            Some(Ok(image)) => Some(
+                cordon_sandbox::ImageRoot::open(&image.rootfs, image.writable, image.path.clone())
+                    .map_err(convert)?,
+            ),
+        };
         config.git_mutations = if spec.allow_git_mutations {
             GitMutations::Allow
         } else {

@@ -50,6 +50,8 @@ pub struct Opened {
     pub network: cordon_pipeline::Network,
     pub grants: Vec<String>,
     pub read_only: bool,
+    /// The image's recorded digest, or the message of an unresolved one.
+    pub image: Option<Result<String, String>>,
 }
 
 /// Commands are the last argv element (the `sh -c` text); `(command, attempt)` wins over
@@ -100,6 +102,10 @@ fn opened(spec: &SessionSpec) -> Opened {
         network: spec.network.clone(),
         grants: spec.grants.clone(),
         read_only: spec.workspace_read_only,
+        image: spec
+            .image
+            .as_ref()
+            .map(|i| i.as_ref().map(|i| i.recorded.clone()).map_err(Clone::clone)),
     }
 }
 
@@ -148,6 +154,10 @@ impl Executor for FakeExecutor {
             )));
         }
         self.opened.push(opened(spec));
+        // As the real executor: an image the run did not resolve fails the session.
+        if let Some(Err(message)) = &spec.image {
+            return Err(ExecError::Failed(message.clone()));
+        }
         Ok(Box::new(FakeSession {
             workspace: self.workspace.clone(),
             attempt: spec.attempt.get(),

@@ -33,6 +33,8 @@ pub struct Harness {
     pub disk_samples: Rc<RefCell<VecDeque<u8>>>,
     /// `--budget-*` for the next drive.
     pub overrides: cordon_engine::budget::Overrides,
+    /// The environment images the run resolved.
+    pub images: cordon_engine::images::RunImages,
 }
 
 /// The guard for `limits` whose workspace samples are taken from `samples` in order (none
@@ -91,6 +93,7 @@ impl Harness {
             limits: None,
             disk_samples: Rc::default(),
             overrides: cordon_engine::budget::Overrides::default(),
+            images: cordon_engine::images::RunImages::default(),
         }
     }
 
@@ -113,6 +116,7 @@ impl Harness {
                 self.pipeline.pricing,
                 &self.store.events(self.run).expect("events"),
             ),
+            images: self.images.clone(),
         }
     }
 

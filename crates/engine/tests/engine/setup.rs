@@ -61,15 +61,30 @@ fn a_lockfile_change_invalidates_the_stamp() {
         cordon_pipeline::StepKind::Command(c) => c.sandbox.setup.clone().expect("setup"),
         _ => unreachable!("a command step"),
     };
-    let before = cordon_engine::stamp(&setup, &h.host);
+    let before = cordon_engine::stamp(&setup, &h.host, None);
     std::fs::write(h.workspace.join("README.md"), "x").expect("write");
     assert_eq!(
-        cordon_engine::stamp(&setup, &h.host),
+        cordon_engine::stamp(&setup, &h.host, None),
         before,
         "other files do not count"
     );
     std::fs::write(h.workspace.join("Cargo.lock"), "x").expect("write");
-    assert_ne!(cordon_engine::stamp(&setup, &h.host), before);
+    assert_ne!(cordon_engine::stamp(&setup, &h.host, None), before);
+}
+
+#[test]
+fn a_setup_stamp_belongs_to_the_image_it_ran_on() {
+    let h = Harness::new(YAML);
+    let setup = match &h.pipeline.steps[0].kind {
+        cordon_pipeline::StepKind::Command(c) => c.sandbox.setup.clone().expect("setup"),
+        _ => unreachable!("a command step"),
+    };
+    let host = cordon_engine::stamp(&setup, &h.host, None);
+    let one = cordon_engine::stamp(&setup, &h.host, Some("sha256:1111"));
+    let two = cordon_engine::stamp(&setup, &h.host, Some("sha256:2222"));
+    assert_ne!(host, one);
+    assert_ne!(one, two);
+    assert_eq!(one, cordon_engine::stamp(&setup, &h.host, Some("sha256:1111")));
 }
 
 #[test]

@@ -267,3 +267,51 @@ fn a_missing_sandbox_layer_stops_the_run_with_a_layer_error() {
         "the run stays resumable"
     );
 }
+
+#[test]
+fn each_step_opens_on_its_own_image_or_the_pipelines_and_the_session_records_its_digest() {
+    use cordon_engine::images::{RunImages, SessionImage};
+    use cordon_protocol::ImageRef;
+    let yaml = "name: p\nisolation: {image: base}\nsteps:\n  - {name: a, command: a}\n  - {name: b, command: b, image: \"sha256:2222222222222222222222222222222222222222222222222222222222222222\"}\n";
+    let mut h = Harness::new(yaml);
+    let image = |recorded: &str| SessionImage {
+        recorded: recorded.to_owned(),
+        rootfs: "/nonexistent".into(),
+        path: None,
+        writable: false,
+    };
+    let b = ImageRef::parse(&format!("sha256:{}", "2".repeat(64))).unwrap();
+    h.images = RunImages::from_resolved(
+        [
+            (ImageRef::parse("base").unwrap(), image("sha256:base")),
+            (b, image("sha256:b")),
+        ]
+        .into(),
+    );
+    assert_eq!(h.run_to_end(3), Outcome::Success);
+    let opened: Vec<_> = h.fake.opened.iter().map(|o| (o.step.clone(), o.image.clone())).collect();
+    assert_eq!(
+        opened,
+        [
+            ("a".to_owned(), Some(Ok("sha256:base".to_owned()))),
+            ("b".to_owned(), Some(Ok("sha256:b".to_owned()))),
+        ]
+    );
+    let recorded: Vec<Option<String>> = h
+        .records()
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::SandboxSession { image, .. } => Some(image.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recorded, [Some("sha256:base".into()), Some("sha256:b".into())]);
+}
+
+#[test]
+fn a_step_whose_image_the_run_did_not_resolve_fails_rather_than_run_on_the_host() {
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: a, command: a, image: base}\n");
+    assert_eq!(h.run_to_end(3), Outcome::Failure);
+    let opened = &h.fake.opened[0];
+    assert!(matches!(&opened.image, Some(Err(m)) if m.contains("`base` was not resolved")));
+}
