@@ -13,6 +13,7 @@ mod exec_tty;
 mod git_mutations;
 mod help;
 mod host_boundary;
+mod image;
 mod init;
 mod lane;
 mod logs;
