@@ -26,10 +26,23 @@ pub use error::ImageError;
 pub use layer::Skipped;
 pub use store::{ImageInfo, Images, Imported, Limits, Removed, Resolved};
 
-/// Imports `bytes` as an archive into a fresh store under `dir` (the fuzz target's entry point:
-/// whatever the bytes, an import either succeeds or returns an error; it never panics and never
-/// writes outside `dir`).
-pub fn import_bytes(dir: &std::path::Path, bytes: &[u8]) -> Result<Imported, ImageError> {
+/// The fuzz target's entry point: imports `data` into a fresh store under `dir` — as a whole
+/// archive when its first byte is even, else as the one layer of a docker-archive built around
+/// it (whose `diff_id` cannot match, so the layer is unpacked in full and then refused). Whatever
+/// the bytes, the import succeeds or returns an error; it never panics, never writes outside
+/// `dir`, and stays within small [`Limits`]. Returns the store's root filesystem directory of a
+/// successful import.
+#[doc(hidden)]
+pub fn fuzz_import(dir: &std::path::Path, data: &[u8]) -> Result<Imported, ImageError> {
+    let (archive, as_layer) = match data.split_first() {
+        Some((first, rest)) => (rest, first % 2 == 1),
+        None => (data, false),
+    };
+    let bytes = if as_layer {
+        wrap_layer(archive)
+    } else {
+        archive.to_vec()
+    };
     let file = dir.join("archive.tar");
     std::fs::write(&file, bytes).map_err(ImageError::io("write", &file))?;
     let images = Images::at(&dir.join("state"));
@@ -39,4 +52,31 @@ pub fn import_bytes(dir: &std::path::Path, bytes: &[u8]) -> Result<Imported, Ima
         ratio: Limits::default().ratio,
     };
     images.import(&file, Some("fuzz"), &limits)
+}
+
+/// A docker-archive whose one layer is `layer` (and whose configuration names a digest no layer
+/// has).
+fn wrap_layer(layer: &[u8]) -> Vec<u8> {
+    let config = format!(
+        r#"{{"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["sha256:{}"]}}}}"#,
+        "0".repeat(64)
+    );
+    let config_name = format!("{}.json", Digest::of(config.as_bytes()).hex());
+    let manifest = format!(
+        r#"[{{"Config":"{config_name}","RepoTags":["fuzz:1"],"Layers":["l/layer.tar"]}}]"#
+    );
+    let mut builder = tar::Builder::new(Vec::new());
+    for (name, bytes) in [
+        ("manifest.json", manifest.as_bytes()),
+        (config_name.as_str(), config.as_bytes()),
+        ("l/layer.tar", layer),
+    ] {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        // Appending to a Vec cannot fail.
+        let _ = builder.append_data(&mut header, name, bytes);
+    }
+    builder.into_inner().unwrap_or_default()
 }

@@ -145,6 +145,34 @@ pub(crate) fn pipeline(
         );
         return None;
     }
+    // A writable layer over no image does nothing: said once, at the key.
+    let any_image = |steps: &[crate::Step], outcome: Option<&crate::OutcomeSpec>| {
+        steps
+            .iter()
+            .filter_map(|s| s.kind.sandbox())
+            .chain(outcome.into_iter().flat_map(|o| {
+                o.phases()
+                    .into_iter()
+                    .map(|(_, a)| &a.sandbox)
+                    .chain(o.verify.iter().map(|c| &c.sandbox))
+                    .collect::<Vec<_>>()
+            }))
+            .any(|s| s.image.is_some())
+    };
+    if let (Some(isolation), Some(steps), Some(outcome)) = (&isolation, &steps, &outcome)
+        && isolation.image_writable
+        && !any_image(steps, outcome.as_ref())
+        && let Some(crate::yaml::Kind::Map(pairs)) = fields.get("isolation").map(|n| &n.kind)
+        && let Some((key, _)) = pairs
+            .iter()
+            .find(|(k, _)| k.scalar().is_some_and(|s| s.text == "image_writable"))
+    {
+        out.warning(
+            key.at,
+            "`image_writable` applies to steps with an `image`, and no step has one; set \
+             `isolation.image` or a step's `image`, or remove it",
+        );
+    }
     Some(Pipeline {
         name: name?,
         llm: match llm {

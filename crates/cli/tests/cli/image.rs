@@ -476,3 +476,14 @@ fn the_escape_probes_are_refused_on_an_image_each_with_its_control() {
         assert!(control.mentions("ESCAPED"), "{control}");
     }
 }
+
+#[test]
+fn the_image_tests_example_runs_a_projects_tests_on_an_imported_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = crate::support::run_example("image-tests", tmp.path());
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}\n{err}");
+    assert!(text.starts_with("imported busybox-tests sha256:"), "{text}");
+    assert!(text.contains("ok: '  spaced   out  ' has 2 words\nrunning on: ID=busybox-tests\n"), "{text}");
+    assert!(err.contains("success: `test` routed to success"), "{err}");
+}

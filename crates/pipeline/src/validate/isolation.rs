@@ -44,16 +44,6 @@ pub(crate) fn isolation(out: &mut FileSink<'_>, node: &Node) -> Option<Isolation
         Some(n) => decode::boolean(out, n, "image_writable"),
         None => Some(false),
     };
-    if let Some(at) = fields.key_at("image_writable")
-        && fields.get("image").is_none()
-        && image_writable == Some(true)
-    {
-        out.warning(
-            at,
-            "`image_writable` applies to steps with an `image`; set `isolation.image` or a step's \
-             `image`",
-        );
-    }
     Some(Isolation {
         image: image?,
         image_writable: image_writable?,

@@ -148,3 +148,17 @@ fn default_policy_path_follows_xdg_then_home() {
     );
     check(None, None, None);
 }
+
+#[test]
+fn image_paths_are_absolute_directories_each_once() {
+    let policy = cordon_pipeline::policy::parse(
+        "policy.toml",
+        "[images]\npaths = [\"/srv/rootfs\", \"/opt/images/py\"]\n",
+    )
+    .expect("a valid policy");
+    assert_eq!(policy.image_paths, ["/srv/rootfs", "/opt/images/py"]);
+    check(
+        "policy_image_paths",
+        "[images]\npaths = [\"relative/dir\", \"/srv/a\", \"/srv/a\"]\nother = 1\n",
+    );
+}

@@ -240,6 +240,9 @@ fn emit(p: &Pipeline) -> String {
                 let _ = writeln!(y, "    timeout: {}", t.seconds());
             }
             let _ = writeln!(y, "    produces: {}", list(&s.produces));
+            if let Some(image) = &s.image {
+                let _ = writeln!(y, "    image: {}", q(&image.to_string()));
+            }
         }
         let _ = writeln!(
             y,
@@ -305,9 +308,15 @@ fn sandbox_strategy() -> impl Strategy<Value = Sandboxed> {
         prop::collection::btree_map("[A-Z_][A-Z0-9_]{0,6}", "[ -~]{0,12}", 0..3),
         prop::option::of(1u64..100_000),
         prop::sample::subsequence(vec!["summary.md", "out/report.txt"], 0..=2),
+        prop::option::of(prop::sample::select(vec![
+            "busybox:1",
+            "team/tools:2",
+            "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ])),
     )
         .prop_map(
-            |(network, setup, secrets, env, timeout, produces)| Sandboxed {
+            |(network, setup, secrets, env, timeout, produces, image)| Sandboxed {
+                image: image.map(|i| cordon_protocol::ImageRef::parse(i).expect("a sample image")),
                 network,
                 setup: setup.map(|(command, network)| Setup { command, network }),
                 secrets: secrets.into_iter().filter_map(SecretName::parse).collect(),
@@ -420,6 +429,8 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                     toolchains: toolchains.into_iter().map(str::to_owned).collect(),
                     caches: caches.into_iter().map(str::to_owned).collect(),
                     cache_limit: limit.and_then(ByteSize::from_bytes),
+                    image: None,
+                    image_writable: false,
                 }
             },
         );

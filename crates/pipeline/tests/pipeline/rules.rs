@@ -357,3 +357,31 @@ fn an_outcome_pipeline_refuses_git_mutations() {
         ),
     );
 }
+
+#[test]
+fn image_references_are_checked_and_directories_and_a_lone_image_writable_warn() {
+    check(
+        "images",
+        "name: x\nisolation: {image: \"sha256:abc\", image_writable: true}\nsteps:\n  - {name: a, command: make, image: \"-bad name\"}\n  - {name: b, command: make, image: /srv/rootfs}\n  - {name: c, action: commit, image: busybox}\n",
+    );
+    check(
+        "image_writable_alone",
+        "name: x\nisolation: {image_writable: true}\nsteps:\n  - {name: a, command: make}\n",
+    );
+}
+
+#[test]
+fn a_step_inherits_the_pipelines_image_unless_it_names_its_own() {
+    let loaded = crate::fixture::load(
+        "name: x\nisolation: {image: base}\nsteps:\n  - {name: a, command: make}\n  - {name: b, command: make, image: \"team/tools:2\"}\n",
+        &[],
+    )
+    .expect("a valid pipeline");
+    let images: Vec<String> = loaded
+        .pipeline
+        .steps
+        .iter()
+        .map(|s| s.kind.sandbox().unwrap().image.as_ref().unwrap().to_string())
+        .collect();
+    assert_eq!(images, ["base", "team/tools:2"]);
+}
