@@ -25,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
                 .collect()
         })
         .unwrap_or_default();
-    assert!(top_level.len() == 2, "the import wrote next to its directory: {top_level:?}");
+    assert!(
+        top_level.len() == 2,
+        "the import wrote next to its directory: {top_level:?}"
+    );
     if result.is_err() {
         let images = case.join("state/images");
         let left: Vec<String> = std::fs::read_dir(&images)

@@ -104,7 +104,10 @@ impl Archive {
         if blob.size > limit {
             return Err(ImageError::malformed(
                 what,
-                format!("it is {} bytes, more than the {limit} cordon reads", blob.size),
+                format!(
+                    "it is {} bytes, more than the {limit} cordon reads",
+                    blob.size
+                ),
             ));
         }
         let mut bytes = Vec::with_capacity(blob.size as usize);
@@ -118,13 +121,17 @@ impl Archive {
 impl TarArchive {
     fn index(file: File, max_entries: u64) -> Result<TarArchive, ImageError> {
         let bad = |e: io::Error| ImageError::malformed("tar", e);
+        // A blob is read only within the file: an entry claiming more bytes than the file holds
+        // (which would also inflate the compression-ratio bound its size sets) is refused.
+        let length = file.metadata().map_err(bad)?.len();
         let mut files = HashMap::new();
         let mut links = HashMap::new();
         {
             let mut archive = tar::Archive::new(&file);
             let mut count = 0u64;
-            for entry in archive.entries_with_seek().map_err(bad)? {
-                let entry = entry.map_err(bad)?;
+            let mut extensions = Extensions::default();
+            for entry in archive.entries_with_seek().map_err(bad)?.raw(true) {
+                let mut entry = entry.map_err(bad)?;
                 count += 1;
                 if count > max_entries {
                     return Err(ImageError::TooLarge {
@@ -132,14 +139,27 @@ impl TarArchive {
                         layer: 0,
                     });
                 }
-                let Some(name) = normal_name(&entry.path_bytes()) else {
+                let Some((path, link)) = extensions.names(&mut entry, 0)? else {
+                    continue;
+                };
+                let Some(name) = normal_name(&path) else {
                     continue;
                 };
                 let kind = entry.header().entry_type();
                 if kind.is_file() {
-                    files.insert(name, (entry.raw_file_position(), entry.size()));
+                    let (offset, size) = (entry.raw_file_position(), entry.size());
+                    if offset.checked_add(size).is_none_or(|end| end > length) {
+                        return Err(ImageError::malformed(
+                            "tar",
+                            format!(
+                                "`{}` claims {size} bytes, more than the archive holds",
+                                shown(&name)
+                            ),
+                        ));
+                    }
+                    files.insert(name, (offset, size));
                 } else if kind.is_symlink() || kind.is_hard_link() {
-                    let Some(target) = entry.link_name_bytes() else {
+                    let Some(target) = link else {
                         continue;
                     };
                     // A symbolic link is relative to its directory; a hard link to the root.
@@ -171,6 +191,86 @@ impl TarArchive {
         }
         None
     }
+}
+
+/// The largest GNU long-name or PAX extension header read (a path is at most 4095 bytes).
+const MAX_EXTENSION: u64 = 64 << 10;
+
+/// An entry's path and, for a link, its target, as raw bytes.
+pub(crate) type Named = (Vec<u8>, Option<Vec<u8>>);
+
+/// The GNU long names and PAX records read so far for the next entry of a tar read raw. The
+/// `tar` crate, reading entries processed, loads such a header whole into memory whatever size
+/// it claims (a few megabytes of archive asked for gigabytes); read raw, each is read here,
+/// bounded by [`MAX_EXTENSION`], and its `path` and `linkpath` applied to the entry it describes.
+#[derive(Default)]
+pub(crate) struct Extensions {
+    long_name: Option<Vec<u8>>,
+    long_link: Option<Vec<u8>>,
+    pax: Option<Vec<u8>>,
+}
+
+impl Extensions {
+    /// The path and link target of `entry` (`layer` names it in errors), or `None` when it is an
+    /// extension header itself, now read.
+    pub(crate) fn names(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        layer: usize,
+    ) -> Result<Option<Named>, ImageError> {
+        use tar::EntryType as T;
+        let slot = match entry.header().entry_type() {
+            T::GNULongName => Some(&mut self.long_name),
+            T::GNULongLink => Some(&mut self.long_link),
+            T::XHeader => Some(&mut self.pax),
+            // Global PAX records set defaults cordon does not use: read past, bounded.
+            T::XGlobalHeader => None,
+            _ => {
+                let pax = self.pax.take();
+                let path = record(pax.as_deref(), "path")
+                    .or_else(|| self.long_name.take().map(trim_nul))
+                    .unwrap_or_else(|| entry.path_bytes().into_owned());
+                let link = record(pax.as_deref(), "linkpath")
+                    .or_else(|| self.long_link.take().map(trim_nul))
+                    .or_else(|| entry.link_name_bytes().map(|l| l.into_owned()));
+                (self.long_name, self.long_link) = (None, None);
+                return Ok(Some((path, link)));
+            }
+        };
+        if entry.size() > MAX_EXTENSION {
+            return Err(ImageError::Refused {
+                layer,
+                entry: crate::error::shown_bytes(&entry.path_bytes()),
+                problem: "is a long-name or PAX header larger than 64 KiB",
+            });
+        }
+        let mut bytes = Vec::new();
+        entry
+            .take(MAX_EXTENSION)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ImageError::malformed(format!("layer {layer}"), e))?;
+        if let Some(slot) = slot {
+            *slot = Some(bytes);
+        }
+        Ok(None)
+    }
+}
+
+/// The value of the PAX record `key` in `records`, if it has one.
+fn record(records: Option<&[u8]>, key: &str) -> Option<Vec<u8>> {
+    tar::PaxExtensions::new(records?)
+        .filter_map(Result::ok)
+        .filter(|record| record.key_bytes() == key.as_bytes())
+        .last()
+        .map(|record| record.value_bytes().to_vec())
+}
+
+/// A GNU long name without the NUL that ends it.
+fn trim_nul(mut bytes: Vec<u8>) -> Vec<u8> {
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    bytes
 }
 
 /// A name of the outer archive as a plain relative path (`./` and `/` prefixes and `.` parts

@@ -43,9 +43,7 @@ pub enum ImageError {
         "the image is larger than cordon imports: {what} (layer {layer}); nothing was imported"
     )]
     TooLarge { what: String, layer: usize },
-    #[error(
-        "the archive holds several images ({choices}); name the one to import with --name"
-    )]
+    #[error("the archive holds several images ({choices}); name the one to import with --name")]
     Ambiguous { choices: String },
     #[error("the archive has no image named `{name}`; it holds: {choices}")]
     NoSuchTag { name: String, choices: String },

@@ -12,6 +12,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use cordon_workspace::{Kind, View, ViewError, WsPath, is_git_name};
 use flate2::read::MultiGzDecoder;
 
+use crate::archive::Extensions;
 use crate::digest::{Digest, Exceeded, Hashing};
 use crate::error::{ImageError, shown_bytes};
 use crate::manifest::mismatch;
@@ -146,16 +147,29 @@ impl<'a> Unpacker<'a> {
         Ok(())
     }
 
+    /// The layer's entries, read raw, their long names and PAX paths applied by
+    /// [`Extensions`] (bounded, unlike the `tar` crate's own reading of them).
     fn entries_of(&mut self, index: usize, tar: &mut dyn Read) -> Result<(), ImageError> {
         let mut archive = tar::Archive::new(tar);
-        for entry in archive.entries().map_err(|e| layer_error(index, e))? {
-            let entry = entry.map_err(|e| layer_error(index, e))?;
-            self.entry(index, entry)?;
+        let mut extensions = Extensions::default();
+        let entries = archive.entries().map_err(|e| layer_error(index, e))?;
+        for entry in entries.raw(true) {
+            let mut entry = entry.map_err(|e| layer_error(index, e))?;
+            let Some((path, link)) = extensions.names(&mut entry, index)? else {
+                continue;
+            };
+            self.entry(index, entry, path, link)?;
         }
         Ok(())
     }
 
-    fn entry(&mut self, layer: usize, mut entry: tar::Entry<'_, impl Read>) -> Result<(), ImageError> {
+    fn entry(
+        &mut self,
+        layer: usize,
+        mut entry: tar::Entry<'_, impl Read>,
+        raw: Vec<u8>,
+        link: Option<Vec<u8>>,
+    ) -> Result<(), ImageError> {
         self.entries += 1;
         if self.entries > self.limits.entries {
             return Err(ImageError::TooLarge {
@@ -163,7 +177,6 @@ impl<'a> Unpacker<'a> {
                 layer,
             });
         }
-        let raw = entry.path_bytes().into_owned();
         let refuse = |problem: &'static str| ImageError::Refused {
             layer,
             entry: shown_bytes(&raw),
@@ -206,7 +219,7 @@ impl<'a> Unpacker<'a> {
                 }
                 self.dirs.insert(path.clone(), (mode & 0o1755, mtime));
             }
-            T::Regular | T::Continuous | T::GNUSparse => {
+            T::Regular | T::Continuous => {
                 self.clear(&path).map_err(io)?;
                 if mode & 0o6000 != 0 {
                     self.skipped.setuid += 1;
@@ -222,19 +235,13 @@ impl<'a> Unpacker<'a> {
                 self.view.set_mtime(&path, mtime).map_err(io)?;
             }
             T::Symlink => {
-                let target = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| refuse("is a link without a target"))?
-                    .into_owned();
+                let target = link.ok_or_else(|| refuse("is a link without a target"))?;
                 self.clear(&path).map_err(io)?;
                 self.view.symlink(&path, &target).map_err(io)?;
                 self.view.set_mtime(&path, mtime).map_err(io)?;
             }
             T::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| refuse("is a hard link without a target"))?
-                    .into_owned();
+                let target = link.ok_or_else(|| refuse("is a hard link without a target"))?;
                 let not_earlier = "is a hard link to something that is not a file unpacked \
                                    earlier in this image";
                 let target = match normalize(&target) {
@@ -261,7 +268,12 @@ impl<'a> Unpacker<'a> {
                 self.skipped.special += 1;
                 return Ok(());
             }
-            T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => return Ok(()),
+            T::GNUSparse => {
+                return Err(refuse(
+                    "is a sparse file, which cordon does not unpack; save the image again \
+                     without sparse files",
+                ));
+            }
             _ => return Err(refuse("has an entry type cordon does not unpack")),
         }
         self.this_layer.insert(path);
@@ -289,12 +301,13 @@ impl<'a> Unpacker<'a> {
         };
         self.checked = None;
         if path.file_name() == OPAQUE {
-            let listing = match self.view.list(parent.as_ref(), usize::try_from(self.limit()).unwrap_or(usize::MAX)) {
+            let listing = match self.view.list(
+                parent.as_ref(),
+                usize::try_from(self.limit()).unwrap_or(usize::MAX),
+            ) {
                 Ok(listing) => listing,
                 // Nothing there yet: nothing to hide.
-                Err(ViewError::Io { source, .. })
-                    if source.kind() == io::ErrorKind::NotFound =>
-                {
+                Err(ViewError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                     return Ok(());
                 }
                 Err(e) => return Err(io(e)),
@@ -333,7 +346,11 @@ impl<'a> Unpacker<'a> {
         let (Some(parent), _) = path.split() else {
             return Ok(());
         };
-        if self.checked.as_ref().is_some_and(|c| c.as_bytes() == parent) {
+        if self
+            .checked
+            .as_ref()
+            .is_some_and(|c| c.as_bytes() == parent)
+        {
             return Ok(());
         }
         let io = |e: ViewError| ImageError::malformed(format!("layer {layer}"), e);
@@ -367,6 +384,7 @@ impl<'a> Unpacker<'a> {
     /// Removes whatever is at `path` unless it is a directory and `path` stays one: a file, link
     /// or directory replaced by an entry of another kind.
     fn clear(&mut self, path: &WsPath) -> Result<(), ViewError> {
+        self.dirs.remove(path);
         if self.view.meta(path)?.is_some() {
             self.view.remove_all(path, self.limit())?;
             self.checked = None;
@@ -398,15 +416,14 @@ impl<'a> Unpacker<'a> {
         let mut dirs: Vec<(WsPath, (u32, i64))> = self.dirs.into_iter().collect();
         dirs.sort_by_key(|(path, _)| std::cmp::Reverse(path.components().count()));
         for (path, (mode, mtime)) in dirs {
-            // Gone (whited out later, or under a replaced directory): nothing to set.
-            match self.view.set_mtime(&path, mtime) {
-                Ok(()) => {}
-                Err(ViewError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                    continue;
-                }
-                Err(ViewError::Blocked { .. }) => continue,
+            // Gone, or no longer a directory (whited out or replaced by a later layer, or below
+            // one that was): nothing to set.
+            match self.view.meta(&path) {
+                Ok(Some(meta)) if meta.kind == Kind::Directory => {}
+                Ok(_) | Err(ViewError::Blocked { .. }) => continue,
                 Err(e) => return Err(io(e)),
             }
+            self.view.set_mtime(&path, mtime).map_err(io)?;
             self.view.set_dir_mode(Some(&path), mode).map_err(io)?;
         }
         self.view.set_dir_mode(None, 0o755).map_err(io)?;

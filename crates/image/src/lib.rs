@@ -62,9 +62,8 @@ fn wrap_layer(layer: &[u8]) -> Vec<u8> {
         "0".repeat(64)
     );
     let config_name = format!("{}.json", Digest::of(config.as_bytes()).hex());
-    let manifest = format!(
-        r#"[{{"Config":"{config_name}","RepoTags":["fuzz:1"],"Layers":["l/layer.tar"]}}]"#
-    );
+    let manifest =
+        format!(r#"[{{"Config":"{config_name}","RepoTags":["fuzz:1"],"Layers":["l/layer.tar"]}}]"#);
     let mut builder = tar::Builder::new(Vec::new());
     for (name, bytes) in [
         ("manifest.json", manifest.as_bytes()),

@@ -193,10 +193,13 @@ fn ref_names(descriptor: &Descriptor) -> Vec<String> {
     let Some(annotations) = descriptor.annotations() else {
         return Vec::new();
     };
-    ["io.containerd.image.name", "org.opencontainers.image.ref.name"]
-        .iter()
-        .filter_map(|key| annotations.get(*key).cloned())
-        .collect()
+    [
+        "io.containerd.image.name",
+        "org.opencontainers.image.ref.name",
+    ]
+    .iter()
+    .filter_map(|key| annotations.get(*key).cloned())
+    .collect()
 }
 
 fn read_verified(

@@ -444,7 +444,11 @@ impl Images {
     fn clean_partial(&self) -> Result<(), ImageError> {
         for entry in fs::read_dir(&self.dir).map_err(ImageError::io("list", &self.dir))? {
             let entry = entry.map_err(ImageError::io("list", &self.dir))?;
-            if entry.file_name().as_encoded_bytes().starts_with(b".partial-") {
+            if entry
+                .file_name()
+                .as_encoded_bytes()
+                .starts_with(b".partial-")
+            {
                 remove_tree(&self.dir, &entry.path(), u64::MAX)?;
             }
         }

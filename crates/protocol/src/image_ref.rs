@@ -98,7 +98,10 @@ mod tests {
         let digest = format!("sha256:{hex}");
         for (text, parsed) in [
             ("busybox", Ok(ImageRef::Name("busybox".into()))),
-            ("python:3.12-slim", Ok(ImageRef::Name("python:3.12-slim".into()))),
+            (
+                "python:3.12-slim",
+                Ok(ImageRef::Name("python:3.12-slim".into())),
+            ),
             ("team/tools:1", Ok(ImageRef::Name("team/tools:1".into()))),
             (digest.as_str(), Ok(ImageRef::Digest(hex.clone()))),
             ("/srv/rootfs", Ok(ImageRef::Path("/srv/rootfs".into()))),

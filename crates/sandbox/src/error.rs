@@ -43,6 +43,21 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "the image directory `{}` holds `{}`, which every sandbox hides (the home directory, the \
+         state directory, the operator policy or cordon itself); give a directory holding only an \
+         unpacked root filesystem, or import the image (`cordon image import`)",
+        path.display(),
+        hidden.display()
+    )]
+    ImageHoldsHidden { path: PathBuf, hidden: PathBuf },
+    #[error(
+        "the image directory `{}` is the host's own root or system directory, not an unpacked \
+         image; give a directory holding a root filesystem, or import the image (`cordon image \
+         import`)",
+        path.display()
+    )]
+    ImageIsSystem { path: PathBuf },
     #[error("cannot open `{path}` to mount it read-only; check that it exists and is readable")]
     ReadOnlyPath {
         path: PathBuf,

@@ -125,6 +125,9 @@ pub(crate) fn gather(
     // With an image, the image is the root and no host system directory is mounted. As root it
     // is an idmapped detached copy (the importing user's files shown as the sandbox user's, so a
     // writable layer can copy them up); unprivileged, the sandbox user is that user already.
+    if let Some(image) = &config.image {
+        refuse_image_holding_hidden(image, config, identity)?;
+    }
     let image = match &config.image {
         None => None,
         Some(image) => Some(mounts::ImageLayout {
@@ -575,8 +578,7 @@ fn image_source(
                 Some(maps) => Some(idmap_namespace(&maps.uid_map, &maps.gid_map, None)?),
                 None => None,
             };
-            let tree =
-                sys::mount::clone_tree(image.fd().as_fd(), Depth::Top).map_err(error)?;
+            let tree = sys::mount::clone_tree(image.fd().as_fd(), Depth::Top).map_err(error)?;
             let attrs = Attributes {
                 set: sys::mount::NO_SUID | sys::mount::NO_DEV | sys::mount::READ_ONLY,
                 clear: 0,
@@ -590,6 +592,36 @@ fn image_source(
             fd,
             Check::SameObjectAs(image.path().to_path_buf()),
         )),
+    }
+}
+
+/// Refuses an image directory that is `/` or one of the host's system directories, or holds what
+/// every sandbox hides — the home directory, the state directory, the operator policy, the cordon
+/// binary: an image is shown whole, as the root, and (as root) as the sandbox user's, so such a
+/// directory would hand the sandbox the host's own files.
+fn refuse_image_holding_hidden(
+    image: &ImageRoot,
+    config: &SessionConfig,
+    identity: &Identity,
+) -> Result<(), SandboxError> {
+    let root = image.path();
+    if root == Path::new("/") || mounts::SYSTEM_DIRS.iter().any(|dir| root == Path::new(dir)) {
+        return Err(SandboxError::ImageIsSystem {
+            path: root.to_path_buf(),
+        });
+    }
+    let hidden = config
+        .mask
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([identity.home.as_path(), config.init.path()])
+        .find(|hidden| hidden.starts_with(root));
+    match hidden {
+        Some(hidden) => Err(SandboxError::ImageHoldsHidden {
+            path: root.to_path_buf(),
+            hidden: hidden.to_path_buf(),
+        }),
+        None => Ok(()),
     }
 }
 

@@ -33,7 +33,8 @@ pub mod terminal {
 }
 
 pub use config::{
-    DEFAULT_TMP_SIZE, ImageRoot, InitProgram, InitStart, Network, PrivateGitDir, SessionConfig, Workspace,
+    DEFAULT_TMP_SIZE, ImageRoot, InitProgram, InitStart, Network, PrivateGitDir, SessionConfig,
+    Workspace,
 };
 pub use error::SandboxError;
 pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};

@@ -161,9 +161,9 @@ impl Probe {
         let [landlock, scopes] = landlock::statuses(crate::sys::probe::landlock_abi(), kernel);
         let idmapped = idmap::status(crate::sys::probe::mount_setattr_exists(), kernel);
         let overlayfs = match depth {
-            Depth::Quick => overlay::quick(
-                &std::fs::read_to_string("/proc/filesystems").unwrap_or_default(),
-            ),
+            Depth::Quick => {
+                overlay::quick(&std::fs::read_to_string("/proc/filesystems").unwrap_or_default())
+            }
             Depth::Thorough => overlay::attempt(crate::sys::probe::try_overlay()),
         };
         let cgroups = match cgroups {

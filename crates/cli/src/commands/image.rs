@@ -156,7 +156,11 @@ fn rm(args: &RmArgs) -> anyhow::Result<ExitCode> {
     let images = Images::at(state_dir.path());
     match images.remove(&args.reference) {
         Ok(removed) => {
-            let names: Vec<String> = removed.names.iter().map(|n| escape_line(n).into_owned()).collect();
+            let names: Vec<String> = removed
+                .names
+                .iter()
+                .map(|n| escape_line(n).into_owned())
+                .collect();
             if removed.image {
                 println!("removed {} {}", names.join(" "), removed.digest);
             } else {

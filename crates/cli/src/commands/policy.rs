@@ -177,11 +177,7 @@ impl Report<'_> {
         };
         let _ = writeln!(out, "\n{label} ({kind}){flag}");
         if let Some(image) = &sandbox.image {
-            let _ = writeln!(
-                out,
-                "  image: {}",
-                super::run::shown_image(Some(image))
-            );
+            let _ = writeln!(out, "  image: {}", super::run::shown_image(Some(image)));
         }
         self.network(out, "network", &sandbox.network);
         if let Some(setup) = &sandbox.setup {

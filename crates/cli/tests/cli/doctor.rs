@@ -6,7 +6,7 @@ use std::process::Output;
 use crate::support::cordon;
 
 const EVERY_LAYER: &str = "user_namespaces,mount_namespaces,pid_namespaces,network_namespaces,\
-    seccomp,no_new_privs,landlock,landlock_scopes,idmapped_mounts,cgroups";
+    seccomp,no_new_privs,landlock,landlock_scopes,idmapped_mounts,overlayfs,cgroups";
 
 fn doctor(args: &[&str], remove: Option<&str>) -> Output {
     let mut cmd = cordon();

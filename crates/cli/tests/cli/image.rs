@@ -36,7 +36,11 @@ fn sh(dir: &Path, script: &str) -> String {
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -68,10 +72,18 @@ pub fn docker_archive(root: &Path, out: &Path, tag: &str) {
     };
     fs::write(
         staging.join("manifest.json"),
-        format!(r#"[{{"Config":"{config_name}","RepoTags":["{tag}"],"Layers":["layer/layer.tar"]}}]"#),
+        format!(
+            r#"[{{"Config":"{config_name}","RepoTags":["{tag}"],"Layers":["layer/layer.tar"]}}]"#
+        ),
     )
     .unwrap();
-    sh(&staging, &format!("tar -cf '{}' manifest.json {config_name} layer", out.display()));
+    sh(
+        &staging,
+        &format!(
+            "tar -cf '{}' manifest.json {config_name} layer",
+            out.display()
+        ),
+    );
 }
 
 /// An OCI image layout of the root filesystem at `root` in the directory `out`, one gzip layer.
@@ -183,9 +195,10 @@ fn docker_archives_and_oci_layouts_import_list_and_remove() {
     let out = import(&state, &archive, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let line = stdout(&out);
-    let digest = line.trim().strip_prefix("imported busybox:one sha256:").unwrap_or_else(|| {
-        panic!("`imported <name> sha256:<hex>`: {line:?}")
-    });
+    let digest = line
+        .trim()
+        .strip_prefix("imported busybox:one sha256:")
+        .unwrap_or_else(|| panic!("`imported <name> sha256:<hex>`: {line:?}"));
     assert_eq!(digest.len(), 64, "{line}");
 
     let other = dir.path().join("other");
@@ -194,31 +207,62 @@ fn docker_archives_and_oci_layouts_import_list_and_remove() {
     oci_layout(&other, &layout, "busybox:oci");
     let out = import(&state, &layout, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).starts_with("imported busybox:oci sha256:"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with("imported busybox:oci sha256:"),
+        "{}",
+        stdout(&out)
+    );
     // The same layout as a tar, under another name: the same image.
     let layout_tar = dir.path().join("layout.tar");
-    sh(&layout, &format!("tar -cf '{}' oci-layout index.json blobs", layout_tar.display()));
+    sh(
+        &layout,
+        &format!(
+            "tar -cf '{}' oci-layout index.json blobs",
+            layout_tar.display()
+        ),
+    );
     let out = import(&state, &layout_tar, &["--name", "again"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let oci_digest = stdout(&out).trim().rsplit(' ').next().unwrap().to_owned();
 
     let listed = stdout(&image_cmd(&state, &["ls"]));
-    assert!(listed.contains("busybox:one") && listed.contains("again, busybox:oci"), "{listed}");
+    assert!(
+        listed.contains("busybox:one") && listed.contains("again, busybox:oci"),
+        "{listed}"
+    );
     let json = stdout(&image_cmd(&state, &["ls", "--json"]));
-    let entries: Vec<serde_json::Value> =
-        json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let entries: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(entries.len(), 2, "{json}");
-    assert!(entries.iter().any(|e| e["digest"] == oci_digest && e["path"] == "/bin:/opt/tools"));
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["digest"] == oci_digest && e["path"] == "/bin:/opt/tools")
+    );
 
     let out = image_cmd(&state, &["rm", "busybox:oci"]);
-    assert!(stdout(&out).contains("keeps its other names"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("keeps its other names"),
+        "{}",
+        stdout(&out)
+    );
     let out = image_cmd(&state, &["rm", &oci_digest]);
     assert!(out.status.success(), "{}", stderr(&out));
     let out = image_cmd(&state, &["rm", "busybox:oci"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("no image `busybox:oci` in the image store"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no image `busybox:oci` in the image store"),
+        "{}",
+        stderr(&out)
+    );
     // The store is the user's alone.
-    let mode = fs::metadata(state.join("images")).unwrap().permissions().mode() & 0o777;
+    let mode = fs::metadata(state.join("images"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o700);
 }
 
@@ -233,12 +277,22 @@ fn a_tampered_layer_or_a_file_that_is_no_archive_is_refused_and_nothing_is_store
     // The layer rewritten with one more file: its digest no longer matches the configuration.
     let staging = archive.with_extension("staging");
     fs::write(root.join("etc/extra"), "planted").unwrap();
-    sh(&root, &format!("tar -cf '{}' .", staging.join("layer/layer.tar").display()));
+    sh(
+        &root,
+        &format!("tar -cf '{}' .", staging.join("layer/layer.tar").display()),
+    );
     let names = sh(&staging, "ls *.json | tr '\\n' ' '");
-    sh(&staging, &format!("tar -cf '{}' {names} layer", archive.display()));
+    sh(
+        &staging,
+        &format!("tar -cf '{}' {names} layer", archive.display()),
+    );
     let out = import(&state, &archive, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("does not match its digest"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("does not match its digest"),
+        "{}",
+        stderr(&out)
+    );
     assert!(stdout(&image_cmd(&state, &["ls", "--json"])).is_empty());
     let out = import(&state, Path::new("/etc/hostname"), &["--name", "n"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -255,15 +309,26 @@ fn exec_on_an_image_sees_the_image_its_path_and_not_the_hosts_system_directories
         "cat /etc/os-release; echo PATH=$PATH; test -e /usr/bin || echo no-usr; echo made > made",
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "ID=exec-image\nPATH=/bin:/opt/tools\nno-usr\n");
+    assert_eq!(
+        stdout(&out),
+        "ID=exec-image\nPATH=/bin:/opt/tools\nno-usr\n"
+    );
     let made = fs::metadata(ws.path().join("made")).unwrap();
-    assert_eq!(made.uid(), fs::metadata(ws.path()).unwrap().uid(), "the workspace owner keeps it");
+    assert_eq!(
+        made.uid(),
+        fs::metadata(ws.path()).unwrap().uid(),
+        "the workspace owner keeps it"
+    );
     // By digest too; an unknown name names the fix.
     let out = image.exec(ws.path(), &image.digest, &[], "cat /etc/os-release");
     assert_eq!(stdout(&out), "ID=exec-image\n");
     let out = image.exec(ws.path(), "nope", &[], "true");
     assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("cordon image import FILE --name nope"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cordon image import FILE --name nope"),
+        "{}",
+        stderr(&out)
+    );
     // Control: the host has a /usr the sandbox did not show.
     assert!(Path::new("/usr/bin").is_dir());
 }
@@ -275,11 +340,20 @@ fn a_writable_image_layer_is_thrown_away_when_the_session_ends() {
     let write = "echo changed > /etc/os-release && touch /bin/new && cat /etc/os-release";
     let out = image.exec(ws.path(), "busybox:w", &["--image-writable"], write);
     assert_eq!(stdout(&out), "changed\n", "{}", stderr(&out));
-    let out = image.exec(ws.path(), "busybox:w", &["--image-writable"], "cat /etc/os-release; test -e /bin/new && echo kept");
+    let out = image.exec(
+        ws.path(),
+        "busybox:w",
+        &["--image-writable"],
+        "cat /etc/os-release; test -e /bin/new && echo kept",
+    );
     assert_eq!(stdout(&out), "ID=w\n", "{}", stderr(&out));
     // Without the layer the image is read-only.
     let out = image.exec(ws.path(), "busybox:w", &[], "touch /bin/new 2>&1; echo $?");
-    assert!(stdout(&out).contains("Read-only file system"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("Read-only file system"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -319,11 +393,18 @@ fn a_read_only_host_path_is_mounted_onto_an_image_in_its_own_mount_point() {
         ws.path(),
         "busybox:ro",
         &["--ro", path.to_str().unwrap()],
-        &format!("cat {}/tool; touch {}/x 2>/dev/null || echo read-only", path.display(), path.display()),
+        &format!(
+            "cat {}/tool; touch {}/x 2>/dev/null || echo read-only",
+            path.display(),
+            path.display()
+        ),
     );
     assert_eq!(stdout(&out), "toolread-only\n", "{}", stderr(&out));
     // The mount point was made in the session's own layer, never in the stored image.
-    let stored = image.state.join("images").join(image.digest.trim_start_matches("sha256:"));
+    let stored = image
+        .state
+        .join("images")
+        .join(image.digest.trim_start_matches("sha256:"));
     let top = path.components().nth(1).unwrap();
     assert!(!stored.join("rootfs").join(top).exists());
 }
@@ -339,7 +420,10 @@ steps:
 ";
 
 fn logs(f: &Fixture, id: &str, kind: &str) -> Vec<serde_json::Value> {
-    let out = f.cordon(&["logs", id, "--json", "--type", kind]).output().unwrap();
+    let out = f
+        .cordon(&["logs", id, "--json", "--type", kind])
+        .output()
+        .unwrap();
     stdout(&out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -363,25 +447,49 @@ fn a_pipeline_runs_its_steps_on_its_image_and_a_resumed_run_keeps_the_recorded_d
     // Not imported yet: refused before anything runs, naming the fix.
     let out = f.run(&["--no-ui"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("cordon image import FILE --name busybox:run"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cordon image import FILE --name busybox:run"),
+        "{}",
+        stderr(&out)
+    );
     let first = import_into(&f.state, "busybox:run", "first-image");
     // The plan and the policy name the image.
-    let dry = f.cordon(&["run", "pipeline.yaml", "--dry-run"]).output().unwrap();
-    assert!(stdout(&dry).contains("image          busybox:run as the read-only /"), "{}", stdout(&dry));
+    let dry = f
+        .cordon(&["run", "pipeline.yaml", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&dry).contains("image          busybox:run as the read-only /"),
+        "{}",
+        stdout(&dry)
+    );
     let policy = f.cordon(&["policy", "pipeline.yaml"]).output().unwrap();
-    assert!(stdout(&policy).contains("image: busybox:run as the read-only /"), "{}", stdout(&policy));
+    assert!(
+        stdout(&policy).contains("image: busybox:run as the read-only /"),
+        "{}",
+        stdout(&policy)
+    );
 
     let (mut child, id, _stderr) = f.spawn(&["run", "pipeline.yaml", "--no-ui"]);
     // Wait (bounded) for the second step's session, then interrupt the run there.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while logs(&f, &id, "sandbox.session").len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the second step never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second step never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     assert_eq!(child.wait().unwrap().code(), Some(130));
-    assert_eq!(fs::read_to_string(f.ws.join("first.txt")).unwrap(), "ID=first-image\n");
+    assert_eq!(
+        fs::read_to_string(f.ws.join("first.txt")).unwrap(),
+        "ID=first-image\n"
+    );
 
     // The name now points to another image; the resumed run keeps the one it recorded.
     let second = import_into(&f.state, "busybox:run", "second-image");
@@ -389,7 +497,10 @@ fn a_pipeline_runs_its_steps_on_its_image_and_a_resumed_run_keeps_the_recorded_d
     let (mut resumed, _, _stderr) = f.spawn(&["run", "--resume", &id, "--no-ui"]);
     fs::write(f.ws.join("gate"), "open\n").unwrap();
     assert_eq!(resumed.wait().unwrap().code(), Some(0));
-    assert_eq!(fs::read_to_string(f.ws.join("second.txt")).unwrap(), "ID=first-image\n");
+    assert_eq!(
+        fs::read_to_string(f.ws.join("second.txt")).unwrap(),
+        "ID=first-image\n"
+    );
     for event in logs(&f, &id, "sandbox.session") {
         assert_eq!(event["data"]["image"], first.as_str(), "{event}");
     }
@@ -410,18 +521,37 @@ fn a_pipeline_naming_a_directory_needs_the_operator_policy_to_list_it() {
         .current_dir(&f.ws)
         .output()
         .unwrap();
-    assert!(stderr(&validate).contains("is a directory, not a store image"), "{}", stderr(&validate));
-    let out = f.run(&["--no-ui", "--policy", dir.path().join("none.toml").to_str().unwrap()]);
+    assert!(
+        stderr(&validate).contains("is a directory, not a store image"),
+        "{}",
+        stderr(&validate)
+    );
+    let out = f.run(&[
+        "--no-ui",
+        "--policy",
+        dir.path().join("none.toml").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let policy = dir.path().join("policy.toml");
     fs::write(&policy, "deny = []\n").unwrap();
     let out = f.run(&["--no-ui", "--policy", policy.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("`[images] paths`"), "{}", stderr(&out));
-    fs::write(&policy, format!("[images]\npaths = [\"{}\"]\n", root.display())).unwrap();
+    assert!(
+        stderr(&out).contains("`[images] paths`"),
+        "{}",
+        stderr(&out)
+    );
+    fs::write(
+        &policy,
+        format!("[images]\npaths = [\"{}\"]\n", root.display()),
+    )
+    .unwrap();
     let out = f.run(&["--no-ui", "--policy", policy.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(fs::read_to_string(f.ws.join("seen.txt")).unwrap(), "ID=dir-image\n");
+    assert_eq!(
+        fs::read_to_string(f.ws.join("seen.txt")).unwrap(),
+        "ID=dir-image\n"
+    );
 }
 
 #[test]
@@ -442,16 +572,43 @@ fn the_escape_probes_are_refused_on_an_image_each_with_its_control() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let probes = [
-        ("write", format!("touch {0}/planted 2>/dev/null; test -e {0}/planted && echo ESCAPED", host.path().display())),
-        ("read", format!("cat {} 2>/dev/null && echo ESCAPED", marker.display())),
-        ("image", "touch /bin/planted 2>/dev/null && echo ESCAPED".to_owned()),
-        ("userns", "unshare -U true 2>/dev/null && echo ESCAPED".to_owned()),
-        ("net", format!("echo x | nc -w 2 127.0.0.1 {port} 2>/dev/null && echo ESCAPED")),
-        ("proc-root", format!("cat /proc/1/root{} 2>/dev/null && echo ESCAPED", marker.display())),
+        (
+            "write",
+            format!(
+                "touch {0}/planted 2>/dev/null; test -e {0}/planted && echo ESCAPED",
+                host.path().display()
+            ),
+        ),
+        (
+            "read",
+            format!("cat {} 2>/dev/null && echo ESCAPED", marker.display()),
+        ),
+        (
+            "image",
+            "touch /bin/planted 2>/dev/null && echo ESCAPED".to_owned(),
+        ),
+        (
+            "userns",
+            "unshare -U true 2>/dev/null && echo ESCAPED".to_owned(),
+        ),
+        (
+            "net",
+            format!("echo x | nc -w 2 127.0.0.1 {port} 2>/dev/null && echo ESCAPED"),
+        ),
+        (
+            "proc-root",
+            format!(
+                "cat /proc/1/root{} 2>/dev/null && echo ESCAPED",
+                marker.display()
+            ),
+        ),
     ];
     for (name, script) in &probes {
         let sandboxed = sandboxed(ws.path(), &args, script);
-        assert!(!sandboxed.mentions("ESCAPED"), "{name} escaped on the image:\n{sandboxed}");
+        assert!(
+            !sandboxed.mentions("ESCAPED"),
+            "{name} escaped on the image:\n{sandboxed}"
+        );
     }
     assert!(!image_dir.join("bin/planted").exists());
     assert!(!host.path().join("planted").exists());
@@ -464,12 +621,24 @@ fn the_escape_probes_are_refused_on_an_image_each_with_its_control() {
     });
     let busybox = |script: &str| format!("/bin/busybox sh -c '{script}'");
     for (name, script) in &probes[..2] {
-        assert!(on_host(ws.path(), script).mentions("ESCAPED"), "{name} control");
+        assert!(
+            on_host(ws.path(), script).mentions("ESCAPED"),
+            "{name} control"
+        );
     }
     assert!(on_host(ws.path(), &busybox("unshare -U true && echo ESCAPED")).mentions("ESCAPED"));
-    let net = on_host(ws.path(), &busybox(&format!("echo x | nc -w 2 127.0.0.1 {port} && echo ESCAPED")));
+    let net = on_host(
+        ws.path(),
+        &busybox(&format!(
+            "echo x | nc -w 2 127.0.0.1 {port} && echo ESCAPED"
+        )),
+    );
     assert!(net.mentions("ESCAPED"), "net control:\n{net}");
-    let devices = sandboxed(ws.path(), &args, "mknod /tmp/null c 1 3 2>/dev/null && echo ESCAPED; mount -t tmpfs none /tmp 2>/dev/null && echo ESCAPED");
+    let devices = sandboxed(
+        ws.path(),
+        &args,
+        "mknod /tmp/null c 1 3 2>/dev/null && echo ESCAPED; mount -t tmpfs none /tmp 2>/dev/null && echo ESCAPED",
+    );
     assert!(!devices.mentions("ESCAPED"), "{devices}");
     if running_as_root() {
         let control = on_host(ws.path(), &busybox("mknod ./null c 1 3 && echo ESCAPED"));
@@ -484,6 +653,9 @@ fn the_image_tests_example_runs_a_projects_tests_on_an_imported_image() {
     let (text, err) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{text}\n{err}");
     assert!(text.starts_with("imported busybox-tests sha256:"), "{text}");
-    assert!(text.contains("ok: '  spaced   out  ' has 2 words\nrunning on: ID=busybox-tests\n"), "{text}");
+    assert!(
+        text.contains("ok: '  spaced   out  ' has 2 words\nrunning on: ID=busybox-tests\n"),
+        "{text}"
+    );
     assert!(err.contains("success: `test` routed to success"), "{err}");
 }

@@ -84,7 +84,10 @@ fn a_setup_stamp_belongs_to_the_image_it_ran_on() {
     let two = cordon_engine::stamp(&setup, &h.host, Some("sha256:2222"));
     assert_ne!(host, one);
     assert_ne!(one, two);
-    assert_eq!(one, cordon_engine::stamp(&setup, &h.host, Some("sha256:1111")));
+    assert_eq!(
+        one,
+        cordon_engine::stamp(&setup, &h.host, Some("sha256:1111"))
+    );
 }
 
 #[test]

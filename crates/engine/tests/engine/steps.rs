@@ -289,7 +289,12 @@ fn each_step_opens_on_its_own_image_or_the_pipelines_and_the_session_records_its
         .into(),
     );
     assert_eq!(h.run_to_end(3), Outcome::Success);
-    let opened: Vec<_> = h.fake.opened.iter().map(|o| (o.step.clone(), o.image.clone())).collect();
+    let opened: Vec<_> = h
+        .fake
+        .opened
+        .iter()
+        .map(|o| (o.step.clone(), o.image.clone()))
+        .collect();
     assert_eq!(
         opened,
         [
@@ -305,7 +310,10 @@ fn each_step_opens_on_its_own_image_or_the_pipelines_and_the_session_records_its
             _ => None,
         })
         .collect();
-    assert_eq!(recorded, [Some("sha256:base".into()), Some("sha256:b".into())]);
+    assert_eq!(
+        recorded,
+        [Some("sha256:base".into()), Some("sha256:b".into())]
+    );
 }
 
 #[test]

@@ -106,17 +106,29 @@ pub fn docker_archive_with(config: &[u8], tars: &[&[u8]], tag: &str) -> Vec<u8> 
         files.push((name.clone(), tar.to_vec()));
         layers.push(name);
     }
-    let manifest = serde_json::json!([{"Config": config_name, "RepoTags": [tag], "Layers": layers}]);
-    files.push(("manifest.json".into(), serde_json::to_vec(&manifest).unwrap()));
+    let manifest =
+        serde_json::json!([{"Config": config_name, "RepoTags": [tag], "Layers": layers}]);
+    files.push((
+        "manifest.json".into(),
+        serde_json::to_vec(&manifest).unwrap(),
+    ));
     tar_of(&files)
 }
 
 /// An OCI layout's files: layer blobs as given (`blobs[i]` compressed as `media[i]`) for the
 /// unpacked `tars`.
-pub fn oci_files(tars: &[&[u8]], blobs: &[Vec<u8>], media: &[&str], tag: &str) -> Vec<(String, Vec<u8>)> {
+pub fn oci_files(
+    tars: &[&[u8]],
+    blobs: &[Vec<u8>],
+    media: &[&str],
+    tag: &str,
+) -> Vec<(String, Vec<u8>)> {
     let config = config(tars, "/opt/bin:/bin");
     let mut files = vec![
-        ("oci-layout".to_owned(), br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec()),
+        (
+            "oci-layout".to_owned(),
+            br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(),
+        ),
         (format!("blobs/sha256/{}", sha(&config)), config.clone()),
     ];
     let mut layers = Vec::new();

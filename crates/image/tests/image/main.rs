@@ -77,8 +77,13 @@ fn base() -> Vec<u8> {
 #[test]
 fn a_docker_archive_imports_with_its_layers_applied_in_order() {
     let s = setup();
-    let upper = layer(&[E::File("bin/tool", b"v2", 0o755), E::File("new", b"n", 0o600)]);
-    let imported = s.import(&docker_archive(&[&base(), &upper], "tools:1")).unwrap();
+    let upper = layer(&[
+        E::File("bin/tool", b"v2", 0o755),
+        E::File("new", b"n", 0o600),
+    ]);
+    let imported = s
+        .import(&docker_archive(&[&base(), &upper], "tools:1"))
+        .unwrap();
     assert_eq!(imported.name, "tools:1");
     assert!(!imported.existed);
     assert_eq!(imported.info.path.as_deref(), Some("/bin:/usr/bin"));
@@ -122,15 +127,25 @@ fn an_oci_layout_as_a_directory_and_as_a_tar_imports_gzip_zstd_and_plain_layers(
     let from_dir = s.images.import(&dir, None, &Limits::default()).unwrap();
     assert_eq!(from_dir.name, "oci:1");
     let root = s.rootfs("oci:1");
-    for (name, bytes) in [("opt/a", &b"a"[..]), ("opt/zstd", b"z"), ("opt/plain", b"p")] {
+    for (name, bytes) in [
+        ("opt/a", &b"a"[..]),
+        ("opt/zstd", b"z"),
+        ("opt/plain", b"p"),
+    ] {
         assert_eq!(fs::read(root.join(name)).unwrap(), bytes, "{name}");
     }
     assert_eq!(from_dir.info.path.as_deref(), Some("/opt/bin:/bin"));
     let tar = s.archive("layout.tar", &tar_of(&files));
-    let from_tar = s.images.import(&tar, Some("again"), &Limits::default()).unwrap();
+    let from_tar = s
+        .images
+        .import(&tar, Some("again"), &Limits::default())
+        .unwrap();
     assert_eq!(from_tar.info.digest, from_dir.info.digest);
     assert!(from_tar.existed, "the same configuration is the same image");
-    assert_eq!(from_tar.info.names, vec!["again".to_owned(), "oci:1".to_owned()]);
+    assert_eq!(
+        from_tar.info.names,
+        vec!["again".to_owned(), "oci:1".to_owned()]
+    );
 }
 
 #[test]
@@ -143,12 +158,19 @@ fn whiteouts_and_opaque_directories_remove_what_lower_layers_made_and_keep_their
         E::File("opt/.wh..wh..opq", b"", 0o644),
         E::File("bin/.wh.missing", b"", 0o644),
     ]);
-    s.import(&docker_archive(&[&base(), &upper], "w:1")).unwrap();
+    s.import(&docker_archive(&[&base(), &upper], "w:1"))
+        .unwrap();
     let root = s.rootfs("w:1");
     assert!(!root.join("var/old").exists(), "whited out");
     assert!(root.join("var").is_dir());
-    assert!(!root.join("opt/a").exists() && !root.join("opt/b").exists(), "opaque");
-    assert!(root.join("opt/kept-from-this-layer").exists(), "this layer's own entry");
+    assert!(
+        !root.join("opt/a").exists() && !root.join("opt/b").exists(),
+        "opaque"
+    );
+    assert!(
+        root.join("opt/kept-from-this-layer").exists(),
+        "this layer's own entry"
+    );
     assert!(root.join("bin/tool").exists());
     for name in ["var/.wh.old", "opt/.wh..wh..opq", "bin/.wh.missing"] {
         assert!(!root.join(name).exists(), "{name} is never unpacked");
@@ -183,7 +205,11 @@ fn a_config_or_layer_that_does_not_match_its_digest_refuses_the_import_and_store
     let err = s
         .import(&build::docker_archive_with(&config, &[&altered], "x:1"))
         .unwrap_err();
-    assert!(err.to_string().contains("layer 1 (unpacked) does not match"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("layer 1 (unpacked) does not match"),
+        "{err}"
+    );
     s.assert_store_empty();
 
     // An OCI blob whose compressed bytes were altered after the manifest named them.
@@ -201,14 +227,17 @@ fn a_config_or_layer_that_does_not_match_its_digest_refuses_the_import_and_store
     blob.1[4] ^= 1;
     let err = s.import(&tar_of(&files)).unwrap_err();
     assert!(
-        matches!(err, ImageError::DigestMismatch { .. }) && err.to_string().contains("layer 1 does"),
+        matches!(err, ImageError::DigestMismatch { .. })
+            && err.to_string().contains("layer 1 does"),
         "{err}"
     );
     s.assert_store_empty();
 }
 
 fn refused(s: &Setup, entries: &[E<'_>], problem: &str) {
-    let err = s.import(&docker_archive(&[&layer(entries)], "bad:1")).unwrap_err();
+    let err = s
+        .import(&docker_archive(&[&layer(entries)], "bad:1"))
+        .unwrap_err();
     assert!(
         matches!(err, ImageError::Refused { .. }) && err.to_string().contains(problem),
         "{err}"
@@ -222,21 +251,35 @@ fn an_entry_that_climbs_out_of_the_root_refuses_the_import_and_writes_nothing_ou
     let s = setup();
     refused(
         &s,
-        &[E::File("ok", b"", 0o644), E::File("../../escaped", b"x", 0o644)],
+        &[
+            E::File("ok", b"", 0o644),
+            E::File("../../escaped", b"x", 0o644),
+        ],
         "escapes the image root",
     );
     assert!(!s.dir.join("escaped").exists());
     assert!(!s.images.dir().parent().unwrap().join("escaped").exists());
     // Control: the same layer without the climbing entry imports.
-    s.import(&docker_archive(&[&layer(&[E::File("ok", b"", 0o644)])], "ok:1"))
-        .unwrap();
+    s.import(&docker_archive(
+        &[&layer(&[E::File("ok", b"", 0o644)])],
+        "ok:1",
+    ))
+    .unwrap();
 }
 
 #[test]
 fn a_hard_link_that_escapes_or_names_nothing_unpacked_refuses_the_import() {
     let s = setup();
-    refused(&s, &[E::Hard("h", "../../../etc/passwd")], "escapes the image root");
-    refused(&s, &[E::Hard("h", "etc/shadow")], "not a file unpacked earlier");
+    refused(
+        &s,
+        &[E::Hard("h", "../../../etc/passwd")],
+        "escapes the image root",
+    );
+    refused(
+        &s,
+        &[E::Hard("h", "etc/shadow")],
+        "not a file unpacked earlier",
+    );
     refused(
         &s,
         &[E::Dir("d/", 0o755), E::Hard("h", "d")],
@@ -249,7 +292,10 @@ fn a_hard_link_that_escapes_or_names_nothing_unpacked_refuses_the_import() {
     ))
     .unwrap();
     let root = s.rootfs("h:1");
-    let (f, h) = (fs::metadata(root.join("f")).unwrap(), fs::metadata(root.join("h")).unwrap());
+    let (f, h) = (
+        fs::metadata(root.join("f")).unwrap(),
+        fs::metadata(root.join("h")).unwrap(),
+    );
     assert_eq!(f.ino(), h.ino());
 }
 
@@ -293,7 +339,13 @@ fn setuid_setgid_and_group_or_other_write_bits_are_dropped() {
         ))
         .unwrap();
     let root = s.rootfs("s:1");
-    let mode = |name: &str| fs::symlink_metadata(root.join(name)).unwrap().permissions().mode() & 0o7777;
+    let mode = |name: &str| {
+        fs::symlink_metadata(root.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
     assert_eq!(mode("suid"), 0o755);
     assert_eq!(mode("sgid"), 0o755);
     assert_eq!(mode("shared"), 0o1755);
@@ -307,10 +359,14 @@ fn a_read_only_directory_of_a_lower_layer_is_filled_by_a_later_one_and_removed_w
     let s = setup();
     let lower = layer(&[E::Dir("ro/", 0o555), E::File("ro/a", b"a", 0o444)]);
     let upper = layer(&[E::File("ro/b", b"b", 0o444)]);
-    s.import(&docker_archive(&[&lower, &upper], "ro:1")).unwrap();
+    s.import(&docker_archive(&[&lower, &upper], "ro:1"))
+        .unwrap();
     let root = s.rootfs("ro:1");
     assert_eq!(fs::read(root.join("ro/b")).unwrap(), b"b");
-    assert_eq!(fs::metadata(root.join("ro")).unwrap().permissions().mode() & 0o777, 0o555);
+    assert_eq!(
+        fs::metadata(root.join("ro")).unwrap().permissions().mode() & 0o777,
+        0o555
+    );
     let removed = s.images.remove("ro:1").unwrap();
     assert!(removed.image);
     assert!(!root.exists());
@@ -345,7 +401,10 @@ fn each_import_bound_refuses_past_it_and_keeps_nothing() {
         ..Limits::default()
     };
     let err = s.images.import(&path, None, &limits).unwrap_err();
-    assert!(err.to_string().contains("more than 4096 bytes unpacked"), "{err}");
+    assert!(
+        err.to_string().contains("more than 4096 bytes unpacked"),
+        "{err}"
+    );
     s.assert_store_empty();
 
     // 4 MiB of zeros gzip to a few KiB: far past 100:1, and past the 1 MiB floor.
@@ -369,7 +428,10 @@ fn names_point_to_digests_and_removal_by_name_keeps_an_image_another_name_holds(
     let s = setup();
     let path = s.archive("a.tar", &docker_archive(&[&base()], "a:1"));
     let first = s.images.import(&path, None, &Limits::default()).unwrap();
-    let second = s.images.import(&path, Some("alias"), &Limits::default()).unwrap();
+    let second = s
+        .images
+        .import(&path, Some("alias"), &Limits::default())
+        .unwrap();
     assert!(second.existed);
     let listed = s.images.list().unwrap();
     assert_eq!(listed.len(), 1);
@@ -387,7 +449,10 @@ fn names_point_to_digests_and_removal_by_name_keeps_an_image_another_name_holds(
             .contains("no image `a:1` in the image store; import it with `cordon image import"),
         "{err}"
     );
-    let err = s.images.resolve(&ImageRef::parse("nope").unwrap()).unwrap_err();
+    let err = s
+        .images
+        .resolve(&ImageRef::parse("nope").unwrap())
+        .unwrap_err();
     assert!(matches!(err, ImageError::Unknown { .. }), "{err}");
 }
 
@@ -401,23 +466,37 @@ fn an_import_killed_midway_leaves_nothing_the_next_import_keeps() {
     fs::create_dir_all(&partial).unwrap();
     fs::write(partial.join("f"), b"x").unwrap();
     fs::set_permissions(&partial, fs::Permissions::from_mode(0o555)).unwrap();
-    s.images.import(&path, Some("b"), &Limits::default()).unwrap();
+    s.images
+        .import(&path, Some("b"), &Limits::default())
+        .unwrap();
     assert!(!s.images.dir().join(".partial-4242").exists());
 }
 
 #[test]
 fn a_file_that_is_no_image_archive_is_refused_naming_both_formats() {
     let s = setup();
-    let err = s.import(&tar_of(&[("hello".into(), b"x".to_vec())])).unwrap_err();
+    let err = s
+        .import(&tar_of(&[("hello".into(), b"x".to_vec())]))
+        .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("neither a docker-archive") && text.contains("OCI image layout"), "{text}");
+    assert!(
+        text.contains("neither a docker-archive") && text.contains("OCI image layout"),
+        "{text}"
+    );
     let err = s.import(b"not a tar at all, just bytes").unwrap_err();
     assert!(!err.to_string().is_empty());
     let err = s
         .images
-        .import(&s.archive("x.tar", b""), Some("bad name"), &Limits::default())
+        .import(
+            &s.archive("x.tar", b""),
+            Some("bad name"),
+            &Limits::default(),
+        )
         .unwrap_err();
-    assert!(err.to_string().contains("is not an image reference"), "{err}");
+    assert!(
+        err.to_string().contains("is not an image reference"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -446,4 +525,102 @@ fn mount_points_the_sandbox_covers_are_made_plain_and_git_directories_skipped() 
 #[allow(dead_code)]
 fn exists(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok()
+}
+
+#[test]
+fn long_names_and_pax_paths_are_applied_and_an_oversized_extension_header_is_refused_unread() {
+    let s = setup();
+    // A GNU long name (over 100 bytes) and a PAX `path` record, both as the tar crate writes them.
+    let long = format!("opt/{}/file", "d".repeat(120));
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(4);
+    header.set_mode(0o644);
+    builder
+        .append_data(&mut header, &long, &b"long"[..])
+        .unwrap();
+    builder
+        .append_pax_extensions([("path", &b"etc/from-pax"[..])])
+        .unwrap();
+    let mut header = tar::Header::new_ustar();
+    header.set_size(3);
+    header.set_mode(0o644);
+    header.set_path("etc/short-name").unwrap();
+    header.set_cksum();
+    builder.append(&header, &b"pax"[..]).unwrap();
+    let tar = builder.into_inner().unwrap();
+    s.import(&docker_archive(&[&tar], "names:1")).unwrap();
+    let root = s.rootfs("names:1");
+    assert_eq!(fs::read(root.join(&long)).unwrap(), b"long");
+    assert_eq!(fs::read(root.join("etc/from-pax")).unwrap(), b"pax");
+    assert!(
+        !root.join("etc/short-name").exists(),
+        "the PAX path wins over the header's"
+    );
+
+    // A long-name header claiming a gigabyte: refused on its size, never read into memory.
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::GNULongName);
+    header.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    header.set_size(1 << 30);
+    header.set_cksum();
+    let mut bomb = header.as_bytes().to_vec();
+    bomb.extend_from_slice(&[b'x'; 4096]);
+    let fresh = setup();
+    let err = fresh
+        .import(&docker_archive(&[&bomb], "bomb:1"))
+        .unwrap_err();
+    assert!(err.to_string().contains("larger than 64 KiB"), "{err}");
+    fresh.assert_store_empty();
+}
+
+#[test]
+fn an_archive_entry_claiming_more_bytes_than_the_file_holds_is_refused() {
+    let s = setup();
+    let tars: [&[u8]; 1] = [&base()];
+    let config = build::config(&tars, "/bin");
+    let config_name = format!("{}.json", sha(&config));
+    let manifest = serde_json::to_vec(&serde_json::json!([{
+        "Config": config_name, "RepoTags": ["cut:1"], "Layers": ["l/layer.tar"]
+    }]))
+    .unwrap();
+    // The layer last, 2000 bytes of it padded to 2048: the archive is cut past its end marker
+    // (1024 bytes), its padding (48) and 100 bytes into its data, so its header claims bytes the
+    // file does not have.
+    let mut layer_bytes = base();
+    layer_bytes.resize(2000, 0);
+    let mut archive = tar_of(&[
+        ("manifest.json".into(), manifest),
+        (config_name, config),
+        ("l/layer.tar".into(), layer_bytes),
+    ]);
+    archive.truncate(archive.len() - 1024 - 48 - 100);
+    let err = s.import(&archive).unwrap_err();
+    assert!(
+        err.to_string().contains("more than the archive holds"),
+        "{err}"
+    );
+    s.assert_store_empty();
+}
+
+#[test]
+fn a_directory_a_later_layer_replaces_with_a_link_or_a_file_imports() {
+    let s = setup();
+    let lower = layer(&[
+        E::Dir("var/", 0o755),
+        E::Dir("var/run/", 0o700),
+        E::Dir("d/", 0o755),
+    ]);
+    let upper = layer(&[
+        E::Link("var/run", "/run"),
+        E::File("d", b"now a file", 0o644),
+    ]);
+    s.import(&docker_archive(&[&lower, &upper], "replace:1"))
+        .unwrap();
+    let root = s.rootfs("replace:1");
+    assert_eq!(
+        fs::read_link(root.join("var/run")).unwrap(),
+        Path::new("/run")
+    );
+    assert_eq!(fs::read(root.join("d")).unwrap(), b"now a file");
 }

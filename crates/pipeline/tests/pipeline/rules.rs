@@ -381,7 +381,15 @@ fn a_step_inherits_the_pipelines_image_unless_it_names_its_own() {
         .pipeline
         .steps
         .iter()
-        .map(|s| s.kind.sandbox().unwrap().image.as_ref().unwrap().to_string())
+        .map(|s| {
+            s.kind
+                .sandbox()
+                .unwrap()
+                .image
+                .as_ref()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(images, ["base", "team/tools:2"]);
 }

@@ -119,6 +119,13 @@ fn every_kind() -> Vec<Event> {
             step: step("a"),
             attempt: Attempt::FIRST,
             network: "none".into(),
+            image: None,
+        },
+        Event::SandboxSession {
+            step: step("a"),
+            attempt: Attempt::FIRST,
+            network: "none".into(),
+            image: Some(format!("sha256:{}", "a".repeat(64))),
         },
         Event::SandboxExec {
             argv_digest: "d".into(),
@@ -290,4 +297,24 @@ fn unknown_types_and_fields_are_refused() {
     assert!(Event::from_parts("run.exploded", "{}").is_err());
     assert!(Event::from_parts("step.started", r#"{"attempt":0}"#).is_err());
     assert!(Event::from_parts("step.started", r#"{"attempt":1,"extra":true}"#).is_err());
+}
+
+#[test]
+fn a_session_on_the_hosts_directories_records_no_image_field() {
+    let on_host = Event::SandboxSession {
+        step: step("a"),
+        attempt: Attempt::FIRST,
+        network: "none".into(),
+        image: None,
+    };
+    assert_eq!(
+        on_host.data_json(),
+        r#"{"step":"a","attempt":1,"network":"none"}"#
+    );
+    let old = Event::from_parts(
+        "sandbox.session",
+        r#"{"step":"a","attempt":1,"network":"none"}"#,
+    )
+    .expect("an event written before images parses");
+    assert_eq!(old, on_host);
 }

@@ -32,11 +32,17 @@ fn an_images_path_replaces_the_default_and_toolchains_go_in_front_of_it() {
     let mut on_image = input(&[], &[]);
     on_image.base_path = Some("/opt/venv/bin:/bin".into());
     let env = build(&on_image);
-    let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
     assert_eq!(path, Some("/opt/venv/bin:/bin".into()));
     on_image.path_prefix = vec!["/toolchain/bin".into()];
     let env = build(&on_image);
-    let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
     assert_eq!(path, Some("/toolchain/bin:/opt/venv/bin:/bin".into()));
     // A step's own PATH still wins over the image's.
     let mut declared = input(&[], &[("PATH", "/mine")]);

@@ -86,7 +86,17 @@ pub(crate) fn apply(plan: &MountPlan, fds: &[OwnedFd]) -> Result<(), MountError>
         // An image directory given by path may hold one (an imported image never does): the
         // scratch tmpfs covers it.
         Err(err) if image.is_some() && err.kind() == io::ErrorKind::AlreadyExists => {
-            check_no_links(scratch, links)?;
+            // Looked at relative to the image root (the current directory): the absolute path
+            // would still name the host's. A link there would carry the scratch space, and the
+            // old root in it, wherever it points.
+            let meta = fs::symlink_metadata(scratch_here).map_err(fail("inspect", scratch))?;
+            if meta.file_type().is_symlink() || !meta.is_dir() {
+                return Err(MountError {
+                    action: "mount through the image's symbolic link or file at",
+                    path: scratch.to_path_buf(),
+                    source: io::Error::from_raw_os_error(libc::ELOOP),
+                });
+            }
         }
         Err(err) => return Err(fail("create", scratch)(err)),
     }
@@ -195,7 +205,10 @@ fn image_root(
         MS_NOSUID | MS_NODEV,
         Some(&options),
     )
-    .map_err(fail("mount the image (overlayfs in the session's user namespace) at", &overlay))?;
+    .map_err(fail(
+        "mount the image (overlayfs in the session's user namespace) at",
+        &overlay,
+    ))?;
     Ok(overlay)
 }
 

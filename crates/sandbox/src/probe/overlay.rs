@@ -36,7 +36,7 @@ pub(crate) fn attempt(result: std::io::Result<Result<(), OverlayFailure>>) -> La
         Ok(Err(failure)) => LayerStatus::missing(
             Layer::Overlayfs,
             format!(
-                "could not {} in a new user namespace: {}",
+                "could not {} (tried in a forked child): {}",
                 failure.step,
                 std::io::Error::from_raw_os_error(failure.errno)
             ),
@@ -69,9 +69,9 @@ mod tests {
         })));
         assert!(!status.available);
         assert!(
-            status
-                .detail
-                .starts_with("could not mount an overlay with `userxattr` in a new user namespace"),
+            status.detail.starts_with(
+                "could not mount an overlay with `userxattr` (tried in a forked child)"
+            ),
             "{}",
             status.detail
         );

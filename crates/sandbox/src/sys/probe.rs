@@ -231,10 +231,10 @@ pub(crate) struct OverlayFailure {
 /// The steps of [`try_overlay`], in order; the child reports the index of the one that failed.
 const OVERLAY_STEPS: [&str; 6] = [
     "create a user and mount namespace",
-    "map the user in it",
-    "make the mounts private",
-    "mount a tmpfs",
-    "make the layer directories",
+    "map the user in the new user namespace",
+    "make the mounts private in the new mount namespace",
+    "mount a tmpfs in the new mount namespace",
+    "make the overlay's layer directories",
     "mount an overlay with `userxattr`",
 ];
 
@@ -334,7 +334,7 @@ unsafe fn overlay_child(uid_map: *const libc::c_char, gid_map: *const libc::c_ch
             ok
         }
     };
-    // SAFETY (each block): system calls on NUL-terminated literals, in this child only.
+    // SAFETY: unshare only changes the namespaces of this (forked probe) child.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
         return (0, errno());
     }
@@ -344,7 +344,8 @@ unsafe fn overlay_child(uid_map: *const libc::c_char, gid_map: *const libc::c_ch
     {
         return (1, errno());
     }
-    // SAFETY: as above.
+    // SAFETY: changes propagation in this child's own new mount namespace; the strings are
+    // NUL-terminated literals.
     if unsafe {
         libc::mount(
             std::ptr::null(),
@@ -357,7 +358,7 @@ unsafe fn overlay_child(uid_map: *const libc::c_char, gid_map: *const libc::c_ch
     {
         return (2, errno());
     }
-    // SAFETY: as above.
+    // SAFETY: a tmpfs in this child's own new mount namespace; NUL-terminated literals.
     if unsafe {
         libc::mount(
             c"tmpfs".as_ptr(),
@@ -371,12 +372,12 @@ unsafe fn overlay_child(uid_map: *const libc::c_char, gid_map: *const libc::c_ch
         return (3, errno());
     }
     for dir in [c"/tmp/l", c"/tmp/u", c"/tmp/w", c"/tmp/m"] {
-        // SAFETY: as above.
+        // SAFETY: a directory in the child's private tmpfs; `dir` is a NUL-terminated literal.
         if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0 {
             return (4, errno());
         }
     }
-    // SAFETY: as above.
+    // SAFETY: an overlay in this child's own new mount namespace; NUL-terminated literals.
     if unsafe {
         libc::mount(
             c"overlay".as_ptr(),

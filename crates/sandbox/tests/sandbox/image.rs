@@ -62,14 +62,24 @@ fn an_image_is_the_root_and_the_hosts_system_directories_are_invisible() {
          test -c /dev/null && echo dev; touch /tmp/t && echo tmp; id -un",
     );
     let text = stdout(&out);
-    assert!(text.contains("ID=cordon-test-image"), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("ID=cordon-test-image"),
+        "{text}{}",
+        stderr(&out)
+    );
     assert!(text.contains("PATH=/bin\n"), "the image's PATH: {text}");
-    assert!(!text.contains("has-usr") && !text.contains("has-python"), "{text}");
+    assert!(
+        !text.contains("has-usr") && !text.contains("has-python"),
+        "{text}"
+    );
     for line in ["proc", "dev", "tmp"] {
         assert!(text.lines().any(|l| l == line), "{line} missing: {text}");
     }
     // The generated passwd names the sandbox user although the image has no /etc/passwd.
-    assert!(text.ends_with(&format!("{}\n", session.identity().name)), "{text}");
+    assert!(
+        text.ends_with(&format!("{}\n", session.identity().name)),
+        "{text}"
+    );
     // Control: the host has the /usr the sandbox does not see.
     assert!(Path::new("/usr/bin").is_dir());
 }
@@ -94,10 +104,18 @@ fn a_read_only_image_refuses_writes_and_the_workspace_keeps_its_owner() {
     assert!(text.contains("Read-only file system"), "{text}");
     assert!(!image.root.join("bin/planted").exists());
     assert!(fs::symlink_metadata(image.root.join("bin/cat")).is_ok());
-    assert_eq!(fs::read_dir(&image.root).unwrap().count(), before, "nothing added on the host");
+    assert_eq!(
+        fs::read_dir(&image.root).unwrap().count(),
+        before,
+        "nothing added on the host"
+    );
     let made = fs::metadata(ws.path().join("made")).unwrap();
     let owner = fs::metadata(ws.path()).unwrap().uid();
-    assert_eq!(made.uid(), owner, "files made in the workspace keep the workspace owner");
+    assert_eq!(
+        made.uid(),
+        owner,
+        "files made in the workspace keep the workspace owner"
+    );
 }
 
 #[test]
@@ -112,7 +130,11 @@ fn a_writable_image_layer_takes_writes_and_is_discarded_when_the_session_ends() 
          touch /proc/sys/kernel/hostname 2>/dev/null || echo proc-refused",
     );
     let text = stdout(&out);
-    assert!(text.contains("changed\nwritable\n"), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("changed\nwritable\n"),
+        "{text}{}",
+        stderr(&out)
+    );
     assert!(text.contains("proc-refused"), "{text}");
     drop(session);
     // The host's image is untouched, and the next session sees it as imported.
@@ -126,7 +148,12 @@ fn a_writable_image_layer_takes_writes_and_is_discarded_when_the_session_ends() 
         &mut next,
         "cat /etc/os-release; test -e /bin/planted && echo leaked; test -e /bin/head && echo head",
     );
-    assert_eq!(stdout(&out), "ID=cordon-test-image\nhead\n", "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "ID=cordon-test-image\nhead\n",
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -198,4 +225,42 @@ fn a_mount_point_through_a_link_of_the_image_is_refused() {
     fs::remove_file(image.root.join(&top)).unwrap();
     let mut session = open_on(ws.path(), &image.root, false);
     assert_eq!(stdout(&sh(&mut session, "echo up")), "up\n");
+}
+
+#[test]
+fn an_image_directory_that_is_a_system_directory_or_holds_hidden_paths_is_refused() {
+    let ws = workspace();
+    for root in ["/", "/etc", "/usr", "/tmp"] {
+        let mut hidden = config(ws.path());
+        hidden.mask = vec![std::env::temp_dir().join("cordon-state-for-test")];
+        hidden.image = Some(ImageRoot::open(Path::new(root), false, None).unwrap());
+        let err = Session::open(hidden).err().expect("refused");
+        assert!(
+            err.to_string().contains("the image directory"),
+            "{root}: {err}"
+        );
+    }
+    // Control: a directory holding only a root filesystem opens.
+    let image = image();
+    let mut session = open_on(ws.path(), &image.root, false);
+    assert_eq!(stdout(&sh(&mut session, "echo up")), "up\n");
+}
+
+#[test]
+fn an_images_own_scratch_name_is_covered_when_a_directory_and_refused_when_a_link() {
+    let ws = workspace();
+    let image = image();
+    fs::create_dir(image.root.join(".cordon")).unwrap();
+    fs::write(image.root.join(".cordon/left"), "x").unwrap();
+    let mut session = open_on(ws.path(), &image.root, false);
+    assert_eq!(stdout(&sh(&mut session, "ls -A /.cordon")), "left\n");
+    drop(session);
+    let target = tempfile::tempdir().unwrap();
+    fs::remove_dir_all(image.root.join(".cordon")).unwrap();
+    std::os::unix::fs::symlink(target.path(), image.root.join(".cordon")).unwrap();
+    let mut config = config(ws.path());
+    config.image = Some(ImageRoot::open(&image.root, false, None).unwrap());
+    let err = Session::open(config).err().expect("refused");
+    assert!(format!("{err}").contains("symbolic link"), "{err}");
+    assert_eq!(fs::read_dir(target.path()).unwrap().count(), 0);
 }

@@ -44,7 +44,8 @@ fn a_parent_that_cannot_be_created_fails_with_its_own_path() {
     let parent = dir.path().join("dangling");
     symlink(dir.path().join("nowhere"), &parent).expect("a dangling symlink");
     let target = parent.join("sub/mnt");
-    let err = mount_point(&target, Kind::Dir, Links::Own).expect_err("no mount point behind a dangling link");
+    let err = mount_point(&target, Kind::Dir, Links::Own)
+        .expect_err("no mount point behind a dangling link");
     assert_eq!(err.action, "create");
     assert!(err.path.starts_with(&parent), "{err}");
     assert!(!dir.path().join("nowhere").exists());
@@ -80,7 +81,10 @@ fn on_an_image_a_mount_point_through_a_link_or_a_file_is_refused() {
     let err = mount_point(&link.join("mnt"), Kind::Dir, Links::Refuse)
         .expect_err("no mount point through a link");
     assert_eq!(err.path, link);
-    assert!(!outside.join("mnt").exists(), "nothing was made through the link");
+    assert!(
+        !outside.join("mnt").exists(),
+        "nothing was made through the link"
+    );
     let file = dir.path().join("file");
     fs::write(&file, b"").expect("a file");
     let err = mount_point(&file.join("mnt"), Kind::Dir, Links::Refuse)
