@@ -3,7 +3,9 @@
 # `bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp`,
 # through `cordon exec --`, and in a warm session through the library, CORDON_BENCH_RUNS times each
 # (default 200), as root and as uid 65534, and prints medians and ratios
-# (crates/sandbox/benches/startup.rs does the timing).
+# (crates/sandbox/benches/startup.rs does the timing). It also times `cordon exec --image` on an
+# image built from the distribution's static busybox (`busybox-static`), imported for each user,
+# against `cordon exec` in the same rounds (DESIGN §14: at most 1.1x).
 #
 #   bash bench/sandbox-startup.sh            # from the workspace root, as root for both users
 set -euo pipefail
@@ -46,15 +48,41 @@ cp "$bench" "$dir/startup"
 cp target/dist/cordon target/dist/cordon-sandbox-init "$dir/"
 chmod 755 "$dir" && chmod -R a+rX "$dir"
 
+# The image: busybox and its applets (`true` among them), saved as `docker save` would and
+# imported into a state directory per user.
+image_archive() {
+    local work=$1
+    mkdir -p "$work/rootfs/bin" "$work/save/layer"
+    cp /bin/busybox "$work/rootfs/bin/busybox"
+    for applet in sh true; do ln -sf busybox "$work/rootfs/bin/$applet"; done
+    tar -C "$work/rootfs" -cf "$work/save/layer/layer.tar" .
+    local diff_id config
+    diff_id=$(sha256sum "$work/save/layer/layer.tar" | cut -d' ' -f1)
+    printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+        "$diff_id" >"$work/save/config.json"
+    config=$(sha256sum "$work/save/config.json" | cut -d' ' -f1)
+    mv "$work/save/config.json" "$work/save/$config.json"
+    printf '[{"Config":"%s.json","RepoTags":["bench-busybox"],"Layers":["layer/layer.tar"]}]' \
+        "$config" >"$work/save/manifest.json"
+    tar -C "$work/save" -cf "$work/image.tar" manifest.json "$config.json" layer
+}
+image_archive "$dir/image"
+chmod -R a+rX "$dir/image"
+"$dir/cordon" image import "$dir/image/image.tar" --state-dir "$dir/state-root" >/dev/null
+
 echo "== as $(id -un)"
-(cd "$dir" && CORDON_BIN="$dir/cordon" CORDON_BENCH_INIT="$dir/cordon-sandbox-init" ./startup)
+(cd "$dir" && CORDON_BIN="$dir/cordon" CORDON_BENCH_INIT="$dir/cordon-sandbox-init" \
+    CORDON_BENCH_IMAGE=bench-busybox CORDON_STATE_DIR="$dir/state-root" ./startup)
 
 if [ "$(id -u)" = 0 ]; then
     # The user needs a home and workspace of its own.
     chown "$user:$user" "$home"
     echo
     echo "== as uid $user"
+    setpriv --reuid "$user" --regid "$user" --clear-groups env HOME="$home" \
+        "$dir/cordon" image import "$dir/image/image.tar" --state-dir "$home/state" >/dev/null
     (cd "$dir" && setpriv --reuid "$user" --regid "$user" --clear-groups \
         env HOME="$home" TMPDIR=/tmp PATH="$PATH" CORDON_BENCH_RUNS="$CORDON_BENCH_RUNS" \
-        CORDON_BIN="$dir/cordon" CORDON_BENCH_INIT="$dir/cordon-sandbox-init" ./startup)
+        CORDON_BIN="$dir/cordon" CORDON_BENCH_INIT="$dir/cordon-sandbox-init" \
+        CORDON_BENCH_IMAGE=bench-busybox CORDON_STATE_DIR="$home/state" ./startup)
 fi

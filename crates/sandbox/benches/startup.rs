@@ -6,8 +6,10 @@
 //!
 //! `bench/sandbox-startup.sh` builds everything in release, installs bubblewrap and runs this as
 //! root and as uid 65534. Environment: `CORDON_BIN` (the `cordon` binary; the `cordon exec` row is
-//! skipped without it), `CORDON_BENCH_INIT` (the init program for the warm session; default: this
-//! build's `cordon-sandbox-init`), `CORDON_BENCH_RUNS`.
+//! skipped without it), `CORDON_BENCH_IMAGE` (an image reference: adds a `cordon exec --image`
+//! row, `/bin/true` being the image's own, with `CORDON_STATE_DIR` naming its store),
+//! `CORDON_BENCH_INIT` (the init program for the warm session; default: this build's
+//! `cordon-sandbox-init`), `CORDON_BENCH_RUNS`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,6 +37,8 @@ enum Variant {
     Bare,
     Bwrap(PathBuf),
     CordonExec(PathBuf),
+    /// `cordon exec --image REF`: the binary and the image reference.
+    CordonExecImage(PathBuf, String),
     WarmSession(Box<Session>),
 }
 
@@ -44,6 +48,7 @@ impl Variant {
             Variant::Bare => "bare /bin/true",
             Variant::Bwrap(_) => "bwrap --unshare-all … /bin/true",
             Variant::CordonExec(_) => "cordon exec -- /bin/true",
+            Variant::CordonExecImage(..) => "cordon exec --image -- /bin/true",
             Variant::WarmSession(_) => "warm session exec /bin/true",
         }
     }
@@ -62,6 +67,16 @@ impl Variant {
                 cmd.args(["exec", "-w"])
                     .arg(workspace)
                     .args(["--", "/bin/true"]);
+                spawn(cmd)?
+            }
+            Variant::CordonExecImage(cordon, image) => {
+                let mut cmd = Command::new(&*cordon);
+                cmd.args(["exec", "-w"]).arg(workspace).args([
+                    "--image",
+                    image.as_str(),
+                    "--",
+                    "/bin/true",
+                ]);
                 spawn(cmd)?
             }
             Variant::WarmSession(session) => {
@@ -135,8 +150,16 @@ fn main() -> Result<(), String> {
         None => eprintln!("bwrap not found on PATH: its row is skipped (install bubblewrap)"),
     }
     match std::env::var_os("CORDON_BIN") {
-        Some(cordon) => variants.push(Variant::CordonExec(PathBuf::from(cordon))),
-        None => eprintln!("CORDON_BIN is not set: the `cordon exec` row is skipped"),
+        Some(cordon) => {
+            variants.push(Variant::CordonExec(PathBuf::from(&cordon)));
+            match std::env::var("CORDON_BENCH_IMAGE") {
+                Ok(image) => variants.push(Variant::CordonExecImage(cordon.into(), image)),
+                Err(_) => eprintln!(
+                    "CORDON_BENCH_IMAGE is not set: the `cordon exec --image` row is skipped"
+                ),
+            }
+        }
+        None => eprintln!("CORDON_BIN is not set: the `cordon exec` rows are skipped"),
     }
     let init = std::env::var_os("CORDON_BENCH_INIT")
         .map(PathBuf::from)
@@ -198,6 +221,11 @@ fn main() -> Result<(), String> {
         "≤ 1.00",
     );
     ratio("warm session exec /bin/true", "bare /bin/true", "≤ 1.50");
+    ratio(
+        "cordon exec --image -- /bin/true",
+        "cordon exec -- /bin/true",
+        "≤ 1.10",
+    );
     for variant in variants {
         if let Variant::WarmSession(session) = variant {
             session.close();

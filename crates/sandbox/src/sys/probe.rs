@@ -24,52 +24,90 @@ const NOT_TRIED: i32 = -1;
 /// (`apparmor_restrict_unprivileged_userns`, which lets the user namespace be created but denies
 /// every capability inside it) and container seccomp profiles all refuse at different points.
 pub(crate) fn try_namespaces() -> io::Result<NamespaceAttempt> {
+    let child = |closed: Result<(), i32>| {
+        let mut report = [NOT_TRIED; 4];
+        report[0] = match closed {
+            Err(errno) => errno,
+            Ok(()) => unshare_errno(libc::CLONE_NEWUSER),
+        };
+        if report[0] == 0 {
+            report[1] = unshare_errno(libc::CLONE_NEWNS);
+            report[2] = unshare_errno(libc::CLONE_NEWPID);
+            report[3] = unshare_errno(libc::CLONE_NEWNET);
+        }
+        report
+    };
+    // SAFETY: the child only calls unshare, which is async-signal-safe and changes nothing but
+    // the child's own namespaces.
+    let report = unsafe { in_forked_child::<4>(child) }?;
+    let decode = |value: i32| match value {
+        NOT_TRIED => None,
+        0 => Some(Ok(())),
+        errno => Some(Err(errno)),
+    };
+    Ok(NamespaceAttempt {
+        user: decode(report[0]).unwrap_or(Err(libc::EINVAL)),
+        mount: decode(report[1]),
+        pid: decode(report[2]),
+        network: decode(report[3]),
+    })
+}
+
+/// The most integers a probe child reports.
+const MAX_REPORT: usize = 8;
+
+/// Forks a child that first closes every descriptor but its report pipe, then runs `child` (told
+/// whether the closing worked: `Err(errno)` if not), sends the `N` integers it returns over the
+/// pipe and `_exit`s; returns them once the child is reaped. The fork copied the host's whole
+/// descriptor table (lock files, other threads' sockets); the child never execs, and must not
+/// hold any of it even for the moment it lives.
+///
+/// # Safety
+/// `child` runs in a forked copy of a possibly multi-threaded process: it may make only
+/// async-signal-safe system calls on memory prepared before the fork, and must not allocate,
+/// lock, unwind or return into other Rust code.
+unsafe fn in_forked_child<const N: usize>(
+    child: impl FnOnce(Result<(), i32>) -> [i32; N],
+) -> io::Result<[i32; N]> {
+    const { assert!(N <= MAX_REPORT) };
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid, writable array of two ints, as pipe2 requires.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(io::Error::last_os_error());
     }
     let [read_fd, write_fd] = fds;
-    // SAFETY: the child only makes async-signal-safe system calls (unshare, write, _exit) on
-    // memory it owns, so forking a possibly multi-threaded parent is sound.
+    // SAFETY: the child runs only `child` (async-signal-safe by the caller's contract), a write
+    // and `_exit`, so forking a possibly multi-threaded parent is sound.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let mut report = [NOT_TRIED; 4];
-        // First thing: keep only the report pipe. The fork copied the host's whole descriptor
-        // table (lock files, other threads' sockets); this child never execs, and must not hold
-        // any of it even for the moment it lives. A failure is reported as the first attempt's.
         let mut keep = [write_fd];
         // SAFETY: this child never uses or drops anything it inherited but `write_fd`.
-        if !unsafe { super::fd::close_all_except(&mut keep) } {
-            // SAFETY: reads this thread's errno.
-            report[0] = unsafe { *libc::__errno_location() };
+        let closed = if unsafe { super::fd::close_all_except(&mut keep) } {
+            Ok(())
         } else {
-            report[0] = unshare_errno(libc::CLONE_NEWUSER);
-        }
-        if report[0] == 0 {
-            report[1] = unshare_errno(libc::CLONE_NEWNS);
-            report[2] = unshare_errno(libc::CLONE_NEWPID);
-            report[3] = unshare_errno(libc::CLONE_NEWNET);
-        }
-        let mut bytes = [0u8; 16];
+            Err(errno())
+        };
+        let report = child(closed);
+        let mut bytes = [0u8; 4 * MAX_REPORT];
         for (chunk, value) in bytes.chunks_exact_mut(4).zip(report) {
             chunk.copy_from_slice(&value.to_ne_bytes());
         }
-        // SAFETY: `bytes` is valid for 16 bytes; write and _exit are async-signal-safe, and the
-        // child never returns into the parent's Rust code.
+        // SAFETY: `bytes` is valid for its length; write and _exit are async-signal-safe, and
+        // the child never returns into the parent's Rust code.
         unsafe {
-            libc::write(write_fd, bytes.as_ptr().cast(), bytes.len());
+            libc::write(write_fd, bytes.as_ptr().cast(), 4 * N);
             libc::_exit(0);
         }
     }
     let fork_error = (pid < 0).then(io::Error::last_os_error);
     // SAFETY: `write_fd` is our own descriptor from pipe2 and is not used after this.
     unsafe { libc::close(write_fd) };
-    let mut bytes = [0u8; 16];
+    let mut bytes = [0u8; 4 * MAX_REPORT];
+    let want = 4 * N;
     let mut filled = 0;
     if fork_error.is_none() {
-        while filled < bytes.len() {
-            let rest = &mut bytes[filled..];
+        while filled < want {
+            let rest = &mut bytes[filled..want];
             // SAFETY: `rest` is valid for `rest.len()` writable bytes; `read_fd` is open.
             let n = unsafe { libc::read(read_fd, rest.as_mut_ptr().cast(), rest.len()) };
             if n > 0 {
@@ -85,26 +123,14 @@ pub(crate) fn try_namespaces() -> io::Result<NamespaceAttempt> {
     if let Some(err) = fork_error {
         return Err(err);
     }
-    if filled != bytes.len() {
-        return Err(io::Error::other(
-            "the namespace probe child exited without reporting",
-        ));
+    if filled != want {
+        return Err(io::Error::other("the probe child exited without reporting"));
     }
-    let mut report = [0i32; 4];
+    let mut report = [0i32; N];
     for (value, chunk) in report.iter_mut().zip(bytes.chunks_exact(4)) {
         *value = i32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
     }
-    let decode = |value: i32| match value {
-        NOT_TRIED => None,
-        0 => Some(Ok(())),
-        errno => Some(Err(errno)),
-    };
-    Ok(NamespaceAttempt {
-        user: decode(report[0]).unwrap_or(Err(libc::EINVAL)),
-        mount: decode(report[1]),
-        pid: decode(report[2]),
-        network: decode(report[3]),
-    })
+    Ok(report)
 }
 
 /// `unshare(flags)` in the probe child: 0, or the errno it failed with.
@@ -248,65 +274,17 @@ pub(crate) fn try_overlay() -> io::Result<Result<(), OverlayFailure>> {
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let uid_map = std::ffi::CString::new(format!("0 {uid} 1")).map_err(io::Error::other)?;
     let gid_map = std::ffi::CString::new(format!("0 {gid} 1")).map_err(io::Error::other)?;
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid, writable array of two ints, as pipe2 requires.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let [read_fd, write_fd] = fds;
-    // SAFETY: the child makes only async-signal-safe system calls on memory prepared before the
-    // fork, then `_exit`s, so forking a possibly multi-threaded parent is sound.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let mut keep = [write_fd];
-        // SAFETY: this child never uses or drops anything it inherited but `write_fd`.
-        let closed = unsafe { super::fd::close_all_except(&mut keep) };
-        let report = if closed {
-            // SAFETY: the calls below only change this child's namespaces and its own private
-            // mounts, with NUL-terminated strings that live until `_exit`.
-            unsafe { overlay_child(uid_map.as_ptr(), gid_map.as_ptr()) }
-        } else {
-            (0, errno())
-        };
-        let mut bytes = [0u8; 8];
-        bytes[..4].copy_from_slice(&report.0.to_ne_bytes());
-        bytes[4..].copy_from_slice(&report.1.to_ne_bytes());
-        // SAFETY: `bytes` is valid for 8 bytes; write and _exit are async-signal-safe.
-        unsafe {
-            libc::write(write_fd, bytes.as_ptr().cast(), bytes.len());
-            libc::_exit(0);
+    let child = |closed: Result<(), i32>| match closed {
+        Err(errno) => [0, errno],
+        Ok(()) => {
+            // SAFETY: this runs in the forked probe child, with strings that live until `_exit`.
+            let (step, errno) = unsafe { overlay_child(uid_map.as_ptr(), gid_map.as_ptr()) };
+            [step, errno]
         }
-    }
-    let fork_error = (pid < 0).then(io::Error::last_os_error);
-    // SAFETY: `write_fd` is our own descriptor from pipe2 and is not used after this.
-    unsafe { libc::close(write_fd) };
-    let mut bytes = [0u8; 8];
-    let mut filled = 0;
-    if fork_error.is_none() {
-        while filled < bytes.len() {
-            let rest = &mut bytes[filled..];
-            // SAFETY: `rest` is valid for `rest.len()` writable bytes; `read_fd` is open.
-            let n = unsafe { libc::read(read_fd, rest.as_mut_ptr().cast(), rest.len()) };
-            if n > 0 {
-                filled += n.unsigned_abs();
-            } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                break;
-            }
-        }
-        reap(pid);
-    }
-    // SAFETY: `read_fd` is our own descriptor from pipe2 and is not used after this.
-    unsafe { libc::close(read_fd) };
-    if let Some(err) = fork_error {
-        return Err(err);
-    }
-    if filled != bytes.len() {
-        return Err(io::Error::other(
-            "the overlay probe child exited without reporting",
-        ));
-    }
-    let step = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    let errno = i32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    };
+    // SAFETY: the child makes only async-signal-safe system calls on the strings prepared above
+    // (see `overlay_child`).
+    let [step, errno] = unsafe { in_forked_child::<2>(child) }?;
     Ok(match usize::try_from(step) {
         Ok(index) if index < OVERLAY_STEPS.len() => Err(OverlayFailure {
             step: OVERLAY_STEPS[index],
