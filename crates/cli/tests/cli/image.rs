@@ -659,3 +659,25 @@ fn the_image_tests_example_runs_a_projects_tests_on_an_imported_image() {
     );
     assert!(err.contains("success: `test` routed to success"), "{err}");
 }
+
+#[test]
+fn a_setup_hook_runs_on_its_steps_image_and_is_cached_per_image() {
+    let f = Fixture::new(
+        "name: p\nsteps:\n  - name: s\n    image: busybox:setup\n    setup: cat /etc/os-release >> setup.txt\n    command: cat setup.txt\n",
+    );
+    import_into(&f.state, "busybox:setup", "setup-one");
+    let out = f.run(&["--no-ui"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = f.run(&["--no-ui"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The second run found the hook's stamp: it ran once.
+    assert_eq!(fs::read_to_string(f.ws.join("setup.txt")).unwrap(), "ID=setup-one\n");
+    // Another image under the name: the stamp is the image's, so the hook runs again, on it.
+    import_into(&f.state, "busybox:setup", "setup-two");
+    let out = f.run(&["--no-ui"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(f.ws.join("setup.txt")).unwrap(),
+        "ID=setup-one\nID=setup-two\n"
+    );
+}

@@ -624,3 +624,37 @@ fn a_directory_a_later_layer_replaces_with_a_link_or_a_file_imports() {
     );
     assert_eq!(fs::read(root.join("d")).unwrap(), b"now a file");
 }
+
+#[test]
+fn a_docker_archive_in_the_newer_layout_is_verified_by_its_blob_names() {
+    // `docker save` since 25 writes the OCI layout's blobs and names them in `manifest.json`.
+    let s = setup();
+    let one = base();
+    let tars: [&[u8]; 1] = [&one];
+    let config = build::config(&tars, "/bin");
+    let (config_hex, layer_hex) = (sha(&config), sha(&one));
+    let manifest = |layer: &str| {
+        serde_json::to_vec(&serde_json::json!([{
+            "Config": format!("blobs/sha256/{config_hex}"),
+            "RepoTags": ["new:1"],
+            "Layers": [format!("blobs/sha256/{layer}")],
+        }]))
+        .unwrap()
+    };
+    let files = |layer_name: &str| {
+        vec![
+            (format!("blobs/sha256/{config_hex}"), config.clone()),
+            (format!("blobs/sha256/{layer_name}"), one.clone()),
+            ("manifest.json".to_owned(), manifest(layer_name)),
+        ]
+    };
+    s.import(&tar_of(&files(&layer_hex))).unwrap();
+    assert_eq!(fs::read(s.rootfs("new:1").join("bin/tool")).unwrap(), b"v1");
+    // A layer stored under another digest's name is refused, although its content matches the
+    // configuration's diff_id.
+    let other = setup();
+    let wrong = "f".repeat(64);
+    let err = other.import(&tar_of(&files(&wrong))).unwrap_err();
+    assert!(err.to_string().contains("layer 1 does not match its digest"), "{err}");
+    other.assert_store_empty();
+}
