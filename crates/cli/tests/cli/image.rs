@@ -671,7 +671,10 @@ fn a_setup_hook_runs_on_its_steps_image_and_is_cached_per_image() {
     let out = f.run(&["--no-ui"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // The second run found the hook's stamp: it ran once.
-    assert_eq!(fs::read_to_string(f.ws.join("setup.txt")).unwrap(), "ID=setup-one\n");
+    assert_eq!(
+        fs::read_to_string(f.ws.join("setup.txt")).unwrap(),
+        "ID=setup-one\n"
+    );
     // Another image under the name: the stamp is the image's, so the hook runs again, on it.
     import_into(&f.state, "busybox:setup", "setup-two");
     let out = f.run(&["--no-ui"]);

@@ -655,6 +655,10 @@ fn a_docker_archive_in_the_newer_layout_is_verified_by_its_blob_names() {
     let other = setup();
     let wrong = "f".repeat(64);
     let err = other.import(&tar_of(&files(&wrong))).unwrap_err();
-    assert!(err.to_string().contains("layer 1 does not match its digest"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("layer 1 does not match its digest"),
+        "{err}"
+    );
     other.assert_store_empty();
 }
