@@ -42,14 +42,20 @@ struct DockerEntry {
     layers: Vec<String>,
 }
 
-pub(crate) fn plan(archive: &Archive, wanted: Option<&str>) -> Result<Plan, ImageError> {
+/// The image `archive` (read from `path`, named in errors) holds: the one `wanted` names, or its
+/// only one.
+pub(crate) fn plan(
+    archive: &Archive,
+    path: &std::path::Path,
+    wanted: Option<&str>,
+) -> Result<Plan, ImageError> {
     if archive.has("manifest.json") {
         docker(archive, wanted)
     } else if archive.has("index.json") && archive.has("oci-layout") {
         oci(archive, wanted)
     } else {
         Err(ImageError::NotAnArchive {
-            path: Default::default(),
+            path: path.to_path_buf(),
         })
     }
 }

@@ -123,12 +123,7 @@ impl Images {
             check_name(name)?;
         }
         let archive = Archive::open(file, limits.entries)?;
-        let plan = manifest::plan(&archive, name).map_err(|e| match e {
-            ImageError::NotAnArchive { .. } => ImageError::NotAnArchive {
-                path: file.to_path_buf(),
-            },
-            other => other,
-        })?;
+        let plan = manifest::plan(&archive, file, name)?;
         let name = match name {
             Some(name) => name.to_owned(),
             None => plan
@@ -187,7 +182,7 @@ impl Images {
         let hex = plan.digest.hex().to_owned();
         let final_dir = self.dir.join(&hex);
         let existed = final_dir.join("image.json").exists();
-        let info = if existed {
+        let mut info = if existed {
             self.info(&hex)?
         } else {
             let partial = self.dir.join(format!(".partial-{}", std::process::id()));
@@ -213,9 +208,9 @@ impl Images {
                 }
             };
             if final_dir.exists() {
-                // A directory without `image.json`: left by an earlier crash after the rename
-                // but before... never written that way; replace it all the same.
-                remove_tree(&self.dir, &final_dir, limits.entries)?;
+                // A damaged entry (its `image.json` gone; an import only ever renames a
+                // complete directory into place): replaced by this complete one.
+                remove_tree(&self.dir, &final_dir, u64::MAX)?;
             }
             fs::rename(&partial, &final_dir).map_err(ImageError::io("store", &final_dir))?;
             sync_dir(&self.dir)?;
@@ -224,7 +219,6 @@ impl Images {
         let mut names = self.names()?;
         names.insert(name.clone(), plan.digest.to_string());
         self.write_names(&names)?;
-        let mut info = info;
         info.names = names_of(&names, &info.digest);
         Ok(Imported {
             name,

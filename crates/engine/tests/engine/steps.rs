@@ -323,3 +323,48 @@ fn a_step_whose_image_the_run_did_not_resolve_fails_rather_than_run_on_the_host(
     let opened = &h.fake.opened[0];
     assert!(matches!(&opened.image, Some(Err(m)) if m.contains("`base` was not resolved")));
 }
+
+#[test]
+fn a_resume_whose_recorded_image_was_removed_is_refused_and_an_unimported_name_names_the_fix() {
+    use cordon_engine::images::{RunImageError, RunImages};
+    use cordon_protocol::{Attempt, Record, RunId, StepName};
+    let pipeline = cordon_pipeline::load_str(
+        "pipeline.yaml",
+        "name: p\nsteps:\n  - {name: a, command: a, image: base}\n",
+        std::path::Path::new(""),
+        &std::collections::BTreeMap::new(),
+    )
+    .expect("valid")
+    .pipeline;
+    let state = tempfile::tempdir().expect("tempdir");
+    let images = cordon_image::Images::at(state.path());
+    let recorded = format!("sha256:{}", "a".repeat(64));
+    let log = [Record {
+        run: RunId::from_parts(1_769_860_800_000, 7),
+        seq: 1,
+        ts: cordon_protocol::event::Timestamp(0),
+        step: Some(StepName::parse("a").expect("a name")),
+        event: Event::SandboxSession {
+            step: StepName::parse("a").expect("a name"),
+            attempt: Attempt::FIRST,
+            network: "none".into(),
+            image: Some(recorded.clone()),
+        },
+    }];
+    let err = RunImages::resolve(&pipeline, &images, &[], &log).unwrap_err();
+    assert!(matches!(err, RunImageError::RecordedGone { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "this run started on the image {recorded}, which is no longer in the image store; \
+             import it again (`cordon image import FILE`) to resume, or start a new run"
+        )
+    );
+    // Without the record, the name is looked up now: not imported, the fix is named.
+    let err = RunImages::resolve(&pipeline, &images, &[], &[]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("cordon image import FILE --name base"),
+        "{err}"
+    );
+}

@@ -662,3 +662,76 @@ fn a_docker_archive_in_the_newer_layout_is_verified_by_its_blob_names() {
     );
     other.assert_store_empty();
 }
+
+#[test]
+fn an_archive_of_several_images_needs_a_name_that_picks_one() {
+    let s = setup();
+    let one = base();
+    let two = layer(&[E::File("two", b"2", 0o644)]);
+    let mut files = Vec::new();
+    let mut entries = Vec::new();
+    for (tag, tar) in [("a:1", &one), ("b:1", &two)] {
+        let tars: [&[u8]; 1] = [tar];
+        let config = build::config(&tars, "/bin");
+        let config_name = format!("{}.json", sha(&config));
+        let layer_name = format!("{tag}/layer.tar").replace(':', "-");
+        files.push((config_name.clone(), config));
+        files.push((layer_name.clone(), tar.clone()));
+        entries.push(
+            serde_json::json!({"Config": config_name, "RepoTags": [tag], "Layers": [layer_name]}),
+        );
+    }
+    files.push((
+        "manifest.json".into(),
+        serde_json::to_vec(&entries).unwrap(),
+    ));
+    let path = s.archive("two.tar", &tar_of(&files));
+    let err = s
+        .images
+        .import(&path, None, &Limits::default())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the archive holds several images (`a:1`, `b:1`); name the one to import with --name"
+    );
+    let err = s
+        .images
+        .import(&path, Some("c:1"), &Limits::default())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the archive has no image named `c:1`; it holds: `a:1`, `b:1`"
+    );
+    s.assert_store_empty();
+    let imported = s
+        .images
+        .import(&path, Some("b:1"), &Limits::default())
+        .unwrap();
+    assert_eq!(imported.name, "b:1");
+    assert_eq!(fs::read(s.rootfs("b:1").join("two")).unwrap(), b"2");
+}
+
+#[test]
+fn a_zstd_frame_asking_for_a_huge_window_is_refused_before_it_is_decoded() {
+    let s = setup();
+    // Magic, a descriptor without single-segment, and a window descriptor of 2^28 bytes.
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 18 << 3];
+    frame.extend_from_slice(&[0; 64]);
+    let err = s
+        .import(&docker_archive(&[&frame], "window:1"))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("window, more than the 134217728"),
+        "{err}"
+    );
+    s.assert_store_empty();
+    // Control: the same layer compressed ordinarily imports.
+    let plain = base();
+    let files = oci_files(
+        &[&plain],
+        &[zstd(&plain)],
+        &["application/vnd.oci.image.layer.v1.tar+zstd"],
+        "window:2",
+    );
+    s.import(&tar_of(&files)).unwrap();
+}
