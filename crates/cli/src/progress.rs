@@ -334,6 +334,7 @@ fn step_lines(
                 StepStatus::Running => (SPINNER[frame % SPINNER.len()], "34"),
                 StepStatus::Passed => ("✓", "32"),
                 StepStatus::Failed => ("✗", "31"),
+                StepStatus::Unverifiable => ("?", "33"),
             };
             let mut line = format!(
                 "\x1b[{colour}m{icon}\x1b[0m {:<width$}  \x1b[{colour}m{:<7}\x1b[0m",

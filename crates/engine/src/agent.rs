@@ -56,6 +56,15 @@ impl AgentVerdict {
             text: None,
         }
     }
+
+    /// The agent said the change cannot be verified (`verdicts.unverifiable`).
+    pub fn unverifiable(reason: impl Into<String>) -> AgentVerdict {
+        AgentVerdict {
+            verdict: Verdict::Unverifiable,
+            reason: Some(reason.into()),
+            text: None,
+        }
+    }
 }
 
 /// Runs agent steps.

@@ -388,6 +388,7 @@ fn decide(
     Ok(match judgement {
         Judgement::Pass => AgentVerdict::pass(),
         Judgement::Fail(reason) => AgentVerdict::fail(reason),
+        Judgement::Unverifiable(reason) => AgentVerdict::unverifiable(reason),
     })
 }
 

@@ -92,6 +92,7 @@ pub fn next(state: &RunState, pipeline: &Pipeline) -> Action {
                 to: match verdict {
                     Verdict::Pass => s.on_pass.clone(),
                     Verdict::Fail => s.on_fail.clone(),
+                    Verdict::Unverifiable => s.on_unverifiable.clone(),
                 },
             },
             None => missing(step),

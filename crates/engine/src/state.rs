@@ -200,7 +200,9 @@ impl RunState {
                     status.verdict = Some(*verdict);
                     status.running = false;
                     self.finished.insert((step.clone(), *attempt));
-                    if *verdict == Verdict::Fail {
+                    // What the retried attempt is told: a failure, or why it could not be
+                    // verified.
+                    if *verdict != Verdict::Pass {
                         let reason = reason.clone().unwrap_or_else(|| match exit_code {
                             Some(code) => format!("exited with status {code}"),
                             None => "failed".to_owned(),

@@ -593,6 +593,11 @@ pub(crate) const STEP: Table = Table {
             shape: Shape::Route,
             doc: "Where a fail goes. Default: `failure`.",
         },
+        Key {
+            name: "on_unverifiable",
+            shape: Shape::Route,
+            doc: "Agent steps with `verdicts.unverifiable`: where that verdict goes. Default: the `on_fail` route.",
+        },
     ],
 };
 
@@ -654,6 +659,11 @@ pub(crate) const VERDICTS: Table = Table {
             name: "fail",
             shape: Shape::String,
             doc: "The keyword that fails the step.",
+        },
+        Key {
+            name: "unverifiable",
+            shape: Shape::String,
+            doc: "The keyword that says the change cannot be verified; routed by `on_unverifiable`.",
         },
     ],
 };

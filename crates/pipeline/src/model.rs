@@ -178,6 +178,9 @@ pub struct Step {
     pub on_pass: Route,
     /// Where a fail goes; an omitted `on_fail` is already `failure`.
     pub on_fail: Route,
+    /// Where an `unverifiable` verdict goes; an omitted `on_unverifiable` is already the
+    /// `on_fail` route.
+    pub on_unverifiable: Route,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -227,6 +230,8 @@ pub struct AgentStep {
 pub struct Verdicts {
     pub pass: String,
     pub fail: String,
+    /// The third keyword (`VERDICT: <unverifiable>`): the agent could not verify the change.
+    pub unverifiable: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -33,6 +33,9 @@ pub enum OutputStream {
 pub enum Verdict {
     Pass,
     Fail,
+    /// The agent said the change cannot be verified (`verdicts.unverifiable`, DESIGN §17): routed
+    /// by `on_unverifiable`.
+    Unverifiable,
 }
 
 /// How a run ended.

@@ -20,6 +20,8 @@ pub enum StepStatus {
     Running,
     Passed,
     Failed,
+    /// The latest attempt's verdict was `unverifiable` (DESIGN §17).
+    Unverifiable,
 }
 
 impl StepStatus {
@@ -29,6 +31,7 @@ impl StepStatus {
             StepStatus::Running => "running",
             StepStatus::Passed => "passed",
             StepStatus::Failed => "failed",
+            StepStatus::Unverifiable => "unverifiable",
         }
     }
 }
@@ -122,6 +125,7 @@ impl StepView {
             (true, _) | (false, None) => StepStatus::Pending,
             (false, Some(Verdict::Pass)) => StepStatus::Passed,
             (false, Some(Verdict::Fail)) => StepStatus::Failed,
+            (false, Some(Verdict::Unverifiable)) => StepStatus::Unverifiable,
         }
     }
 }

@@ -126,6 +126,7 @@ fn the_example_transcript_fails_once_then_fixes_the_bug_and_is_approved() {
     let verdicts = Verdicts {
         pass: "APPROVED".to_owned(),
         fail: "NEEDS CHANGES".to_owned(),
+        unverifiable: None,
     };
     assert_eq!(
         judge(&verdicts, &host.read("review.md"), "`review.md`"),

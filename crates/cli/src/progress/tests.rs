@@ -315,6 +315,29 @@ fn a_failure_without_a_reason_shows_its_exit_status() {
 }
 
 #[test]
+fn an_unverifiable_verdict_shows_as_its_own_status_with_its_reason() {
+    let mut records = history()[..5].to_vec();
+    records.push(record(
+        6,
+        1_500,
+        Some("test"),
+        Event::StepFinished {
+            attempt: Attempt::FIRST,
+            verdict: Verdict::Unverifiable,
+            exit_code: None,
+            reason: Some("the final message says `VERDICT: UNVERIFIABLE`".into()),
+            diff: None,
+            output_omitted_bytes: None,
+        },
+    ));
+    let v = view(&records, true);
+    assert_eq!(
+        plain_line(&v, &records[5]).as_deref(),
+        Some("test  unverifiable  attempt 1  0.2s  the final message says `VERDICT: UNVERIFIABLE`")
+    );
+}
+
+#[test]
 fn setup_hooks_commits_resource_warnings_and_errors_are_notices() {
     let v = view(&history(), true);
     let notices: Vec<String> = [

@@ -363,6 +363,7 @@ impl Engine<'_> {
                 kind: StepKind::Command(command.clone()),
                 on_pass: Route::Success,
                 on_fail: Route::Failure,
+                on_unverifiable: Route::Failure,
             })
             .collect();
         // Setup hooks first, each cached by its stamp, as a step's hook runs before it starts.
@@ -512,7 +513,8 @@ impl Engine<'_> {
             let (verdict, _, why) = self.commit_of(step.as_ref(), &message, &trailer, accepted)?;
             reason = match verdict {
                 Verdict::Pass => why,
-                Verdict::Fail => {
+                // A commit is never unverifiable; were one reported so, it did not commit.
+                Verdict::Fail | Verdict::Unverifiable => {
                     state = TaskPhase::Failed;
                     Some(format!(
                         "accepted, but its commit failed: {}",
@@ -559,7 +561,7 @@ impl Engine<'_> {
         let (verdict, _, why) = self.commit_of(None, &title, &trailer, accepted)?;
         let (outcome, reason) = match verdict {
             Verdict::Pass => (Outcome::Success, "every task is done".to_owned()),
-            Verdict::Fail => (
+            Verdict::Fail | Verdict::Unverifiable => (
                 Outcome::Failure,
                 format!(
                     "every task is done, but the run's commit failed: {}",
@@ -587,6 +589,7 @@ fn phase_step(name: StepName, agent: &AgentStep, text: String) -> Step {
         }),
         on_pass: Route::Success,
         on_fail: Route::Failure,
+        on_unverifiable: Route::Failure,
     }
 }
 

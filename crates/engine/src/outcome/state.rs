@@ -214,7 +214,7 @@ impl TaskFold {
                         progress.findings = Some(match (verdict, reason) {
                             (Verdict::Pass, Some(findings)) => findings.clone(),
                             (Verdict::Pass, None) => "(the critic reported nothing)".to_owned(),
-                            (Verdict::Fail, why) => format!(
+                            (Verdict::Fail | Verdict::Unverifiable, why) => format!(
                                 "the critic did not finish: {}",
                                 why.as_deref().unwrap_or("it failed")
                             ),

@@ -193,3 +193,74 @@ fn an_unanswered_tool_call_gets_an_interrupted_result_on_resume() {
     );
     assert!(h.state().open_tool_calls.is_empty());
 }
+
+/// Says every attempt cannot be verified.
+struct Unsure;
+
+impl AgentDriver for Unsure {
+    fn run(
+        &mut self,
+        _task: &AgentTask<'_>,
+        _session: &mut dyn StepSession,
+        _journal: &mut dyn Journal,
+    ) -> Result<AgentVerdict, DriverError> {
+        Ok(AgentVerdict::unverifiable(
+            "the final message says `VERDICT: UNVERIFIABLE`",
+        ))
+    }
+}
+
+fn unverifiable_run(routes: &str) -> Vec<String> {
+    let yaml = format!(
+        "name: p\nllm: {{provider: replay, transcript: t.jsonl}}\nsteps:\n  - {{name: check, agent: review, verdicts: {{pass: PASS, fail: FAIL, unverifiable: UNVERIFIABLE}}{routes}}}\n  - {{name: manual, command: manual, on_pass: failure}}\n"
+    );
+    let files: std::collections::BTreeMap<std::path::PathBuf, String> = [(
+        "agents/review.agent.md".into(),
+        "---\nname: review\n---\nReview.\n".to_owned(),
+    )]
+    .into_iter()
+    .collect();
+    let pipeline =
+        cordon_pipeline::load_str("pipeline.yaml", &yaml, std::path::Path::new(""), &files)
+            .expect("valid")
+            .pipeline;
+    let mut h = Harness::new("name: p\nsteps:\n  - {name: x, command: x}\n");
+    h.pipeline = pipeline;
+    let mut driver = Unsure;
+    let mut observer = |_: &cordon_protocol::Record| Control::Continue;
+    let cx = h.context(Some(&mut driver));
+    let mut engine = Engine::new(cx, &mut observer).expect("engine");
+    engine.start(3, None).expect("start");
+    engine.drive().expect("drive");
+    drop(engine);
+    h.trace()
+}
+
+#[test]
+fn an_unverifiable_verdict_takes_its_own_route_and_by_default_the_fail_route() {
+    assert_eq!(
+        unverifiable_run(", on_unverifiable: manual, on_fail: failure"),
+        [
+            "check@1:unverifiable",
+            "->manual",
+            "manual@1:pass",
+            "->failure",
+            "=failure"
+        ]
+    );
+    assert_eq!(
+        unverifiable_run(", on_fail: manual"),
+        [
+            "check@1:unverifiable",
+            "->manual",
+            "manual@1:pass",
+            "->failure",
+            "=failure"
+        ],
+        "without on_unverifiable the verdict goes where a fail goes"
+    );
+    assert_eq!(
+        unverifiable_run(", on_pass: manual"),
+        ["check@1:unverifiable", "->failure", "=failure"]
+    );
+}

@@ -175,10 +175,10 @@ pub fn trace(records: &[Record]) -> Vec<String> {
             } => Some(format!(
                 "{}@{attempt}:{}",
                 r.step.as_ref().map_or("?", |s| s.as_str()),
-                if *verdict == cordon_protocol::event::Verdict::Pass {
-                    "pass"
-                } else {
-                    "fail"
+                match verdict {
+                    cordon_protocol::event::Verdict::Pass => "pass",
+                    cordon_protocol::event::Verdict::Fail => "fail",
+                    cordon_protocol::event::Verdict::Unverifiable => "unverifiable",
                 }
             )),
             Event::Route {

@@ -34,7 +34,14 @@ pub(crate) struct Context<'a> {
 }
 
 /// Keys only agent steps take.
-const AGENT_ONLY: &[&str] = &["prompt", "model", "artifact", "verdicts", "max_iterations"];
+const AGENT_ONLY: &[&str] = &[
+    "prompt",
+    "model",
+    "artifact",
+    "verdicts",
+    "max_iterations",
+    "on_unverifiable",
+];
 /// Keys host actions do not take (they run on the host, outside any sandbox).
 const NOT_FOR_ACTIONS: &[&str] = &[
     "network",
@@ -54,6 +61,7 @@ struct Draft {
     kind: Option<StepKind>,
     on_pass: Option<Option<RouteDraft>>,
     on_fail: Option<Option<RouteDraft>>,
+    on_unverifiable: Option<Option<RouteDraft>>,
 }
 
 pub(crate) fn steps(
@@ -126,9 +134,27 @@ pub(crate) fn steps(
             &names,
             &index_of,
         );
+        let on_unverifiable = resolve(
+            out,
+            draft.on_unverifiable.as_ref(),
+            on_fail.clone(),
+            &names,
+            &index_of,
+        );
+        // An omitted `on_unverifiable` is the `on_fail` edge itself: counted once.
+        let written_unverifiable = if draft.on_unverifiable.is_some() {
+            on_unverifiable.clone()
+        } else {
+            None
+        };
         for (route, key, written) in [
             (&on_pass, "on_pass", &draft.on_pass),
             (&on_fail, "on_fail", &draft.on_fail),
+            (
+                &written_unverifiable,
+                "on_unverifiable",
+                &draft.on_unverifiable,
+            ),
         ] {
             if let Some(Route::Goto { step, retry }) = route {
                 let at = written
@@ -146,13 +172,20 @@ pub(crate) fn steps(
                 }
             }
         }
-        match (draft.name.clone(), draft.kind.clone(), on_pass, on_fail) {
-            (Some(name), Some(kind), Some(on_pass), Some(on_fail)) => {
+        match (
+            draft.name.clone(),
+            draft.kind.clone(),
+            on_pass,
+            on_fail,
+            on_unverifiable,
+        ) {
+            (Some(name), Some(kind), Some(on_pass), Some(on_fail), Some(on_unverifiable)) => {
                 steps.push(Step {
                     name,
                     kind,
                     on_pass,
                     on_fail,
+                    on_unverifiable,
                 });
             }
             _ => ok = false,
@@ -210,6 +243,9 @@ fn step(
     let on_fail = fields
         .get("on_fail")
         .map(|n| route::decode(out, n, "on_fail"));
+    let on_unverifiable = fields
+        .get("on_unverifiable")
+        .map(|n| route::decode(out, n, "on_unverifiable"));
 
     let kinds: Vec<(&str, Position)> = ["agent", "command", "action"]
         .into_iter()
@@ -239,12 +275,29 @@ fn step(
             None
         }
     };
+    // `on_unverifiable` routes a verdict only an agent step with a third keyword can give.
+    if let (Some(at), Some(StepKind::Agent(agent))) = (fields.key_at("on_unverifiable"), &kind)
+        && agent
+            .verdicts
+            .as_ref()
+            .is_none_or(|v| v.unverifiable.is_none())
+    {
+        out.error(
+            at,
+            format!(
+                "`on_unverifiable` in {label} routes the `unverifiable` verdict, which its \
+                 `verdicts` does not name; add `unverifiable: KEYWORD` to `verdicts` or remove it"
+            ),
+        );
+        return None;
+    }
     Some(Draft {
         name,
         at: node.at,
         kind,
         on_pass,
         on_fail,
+        on_unverifiable,
     })
 }
 
@@ -373,7 +426,11 @@ fn verdicts(out: &mut FileSink<'_>, node: &Node) -> Option<Verdicts> {
     };
     let pass = keyword("pass");
     let fail = keyword("fail");
-    let ((_, pass), (at, fail)) = (pass?, fail?);
+    let unverifiable = match fields.get("unverifiable") {
+        Some(_) => keyword("unverifiable").map(Some),
+        None => Some(None),
+    };
+    let ((_, pass), (at, fail), unverifiable) = (pass?, fail?, unverifiable?);
     if pass == fail {
         out.error(
             at,
@@ -381,7 +438,23 @@ fn verdicts(out: &mut FileSink<'_>, node: &Node) -> Option<Verdicts> {
         );
         return None;
     }
-    Some(Verdicts { pass, fail })
+    if let Some((at, third)) = &unverifiable
+        && (*third == pass || *third == fail)
+    {
+        out.error(
+            *at,
+            format!(
+                "the unverifiable verdict `{third}` is also the pass or fail keyword; give it a \
+                 keyword of its own"
+            ),
+        );
+        return None;
+    }
+    Some(Verdicts {
+        pass,
+        fail,
+        unverifiable: unverifiable.map(|(_, k)| k),
+    })
 }
 
 pub(crate) fn command_step(

@@ -192,7 +192,7 @@ fn emit(p: &Pipeline) -> String {
                 if let Some(artifact) = &a.artifact {
                     let _ = writeln!(y, "    artifact: {}", q(artifact.as_str()));
                 }
-                if let Some(Verdicts { pass, fail }) = &a.verdicts {
+                if let Some(Verdicts { pass, fail, .. }) = &a.verdicts {
                     let _ = writeln!(y, "    verdicts: {{pass: {}, fail: {}}}", q(pass), q(fail));
                 }
                 Some(&a.sandbox)
@@ -484,7 +484,11 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                                 max_iterations: NonZeroU32::new(iterations).expect("positive"),
                                 prompt,
                                 artifact: artifact.then(|| rel("review.md")),
-                                verdicts: verdicts.map(|(pass, fail)| Verdicts { pass, fail }),
+                                verdicts: verdicts.map(|(pass, fail)| Verdicts {
+                                    pass,
+                                    fail,
+                                    unverifiable: None,
+                                }),
                                 sandbox,
                             })
                         }
@@ -500,11 +504,13 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                             StepKind::Action(Action::Commit { message })
                         }
                     };
+                    let on_fail = route_for(fail, i, &names);
                     Step {
                         name: names[i].clone(),
                         kind,
                         on_pass: route_for(pass, i, &names),
-                        on_fail: route_for(fail, i, &names),
+                        on_unverifiable: on_fail.clone(),
+                        on_fail,
                     }
                 })
                 .collect();

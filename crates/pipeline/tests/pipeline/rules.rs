@@ -393,3 +393,20 @@ fn a_step_inherits_the_pipelines_image_unless_it_names_its_own() {
         .collect();
     assert_eq!(images, ["base", "team/tools:2"]);
 }
+
+#[test]
+fn a_third_verdict_needs_its_own_keyword_and_its_route_needs_the_verdict() {
+    check(
+        "unverifiable",
+        &format!(
+            "name: x\n{LLM}steps:\n  - {{name: a, agent: dev, prompt: p, verdicts: {{pass: OK, fail: BAD, unverifiable: OK}}}}\n  - {{name: b, agent: dev, prompt: p, verdicts: {{pass: OK, fail: BAD}}, on_unverifiable: failure}}\n  - {{name: c, command: make, on_unverifiable: failure}}\n  - {{name: d, agent: dev, prompt: p, verdicts: {{pass: OK, fail: BAD, unverifiable: \" UNSURE\"}}}}\n"
+        ),
+    );
+    // A cycle through the new edge needs a retry edge like any other.
+    check(
+        "unverifiable_cycle",
+        &format!(
+            "name: x\n{LLM}steps:\n  - {{name: a, agent: dev, prompt: p, verdicts: {{pass: OK, fail: BAD, unverifiable: UNSURE}}, on_unverifiable: b}}\n  - {{name: b, command: make, on_pass: a}}\n"
+        ),
+    );
+}

@@ -62,7 +62,15 @@
     if (s.open) return view.held ? 'running' : 'pending';
     if (s.verdict === 'pass') return 'passed';
     if (s.verdict === 'fail') return 'failed';
+    if (s.verdict === 'unverifiable') return 'unverifiable';
     return 'pending';
+  }
+  // A finished attempt's verdict as a status word: `unverifiable` is its own, shown apart from
+  // a pass and a fail.
+  function verdictStatus(verdict) {
+    if (verdict === 'pass') return 'passed';
+    if (verdict === 'unverifiable') return 'unverifiable';
+    return 'failed';
   }
   function runStatus() {
     if (view.outcome) return view.outcome;
@@ -345,7 +353,7 @@
       node.querySelector('.status').textContent = status;
       node.querySelector('.attempts').textContent = st.attempts ? '· ' + st.attempts + (st.attempts === 1 ? ' start' : ' starts') : '';
       const v = node.querySelector('.verdict');
-      v.className = 'verdict' + (st.verdict ? ' badge st-' + (st.verdict === 'pass' ? 'passed' : 'failed') : '');
+      v.className = 'verdict' + (st.verdict ? ' badge st-' + verdictStatus(st.verdict) : '');
       v.textContent = st.verdict && !st.open ? st.verdict : '';
       v.title = st.reason || '';
       node.querySelector('.elapsed').textContent = elapsed(st);
@@ -568,7 +576,7 @@
     if (attempts.omitted) nodes.push(el('p', { class: 'meta' }, attempts.omitted + ' earlier attempts not shown; all events: ', el('a', { href: '/api/runs/' + view.id + '/events' }, 'JSON')));
     for (const a of attempts.list.slice().reverse()) {
       const key = attemptKey(a);
-      const verdict = a.finished ? (a.verdict === 'pass' ? 'passed' : 'failed') : (view.held ? 'running' : 'interrupted');
+      const verdict = a.finished ? verdictStatus(a.verdict) : (view.held ? 'running' : 'interrupted');
       const details = el('details', { class: 'attempt', 'data-attempt-of': a.step, 'data-attempt': String(a.n), 'data-status': verdict },
         el('summary', {}, el('span', { class: 'mono' }, a.step), ' · attempt ' + a.n + ' (run attempt ' + a.run_attempt + ') · ',
           el('span', { class: 'st-' + verdict }, verdict), a.reason ? ' · ' + a.reason.split('\n')[0] : ''));

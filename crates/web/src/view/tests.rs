@@ -112,6 +112,17 @@ fn check(
 }
 
 #[test]
+fn an_unverifiable_verdict_is_a_status_of_its_own() {
+    check(
+        Some(declared()),
+        true,
+        vec![started("dev", 1), finished("dev", 1, Verdict::Unverifiable)],
+        "dev:unverifiable:1 test:pending:0",
+        RunStatus::Running,
+    );
+}
+
+#[test]
 fn steps_take_the_status_of_their_latest_attempt() {
     let retry = || {
         vec![
