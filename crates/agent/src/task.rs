@@ -24,8 +24,8 @@ pub struct Task {
     pub produces: Vec<String>,
     /// The file whose verdict line decides the step.
     pub artifact: Option<String>,
-    /// `(pass, fail)` keywords when the step has `verdicts`.
-    pub verdicts: Option<(String, String)>,
+    /// The step's `verdicts`, when it has them.
+    pub verdicts: Option<cordon_pipeline::Verdicts>,
     pub prompt: Option<String>,
     /// The feedback of every earlier retry, oldest first.
     pub feedback: Vec<String>,
@@ -57,16 +57,24 @@ impl Task {
                 let _ = writeln!(out, "- Write your report to `{artifact}`.");
             }
         }
-        if let Some((pass, fail)) = &self.verdicts {
+        if let Some(verdicts) = &self.verdicts {
             let place = match &self.artifact {
                 Some(artifact) => format!("the last line of `{artifact}`"),
                 None => "the last line of your final answer".to_owned(),
             };
+            let expected = crate::verdict::expected(verdicts);
             let _ = write!(
                 out,
-                "\n## Verdict\n\nEnd with a verdict: {place} must be exactly `VERDICT: {pass}` \
-                 or `VERDICT: {fail}`. Anything else fails the step.\n"
+                "\n## Verdict\n\nEnd with a verdict: {place} must be exactly {expected}. \
+                 Anything else fails the step.\n"
             );
+            if let Some(third) = &verdicts.unverifiable {
+                let _ = write!(
+                    out,
+                    "Say `VERDICT: {third}` when you cannot verify the change (nothing to run \
+                     it against), never to avoid a failure.\n"
+                );
+            }
         }
         if !self.context_files.is_empty() {
             out.push_str("\n## Context files\n");
@@ -119,7 +127,11 @@ mod tests {
             }],
             produces: vec!["summary.md".to_owned()],
             artifact: Some("review.md".to_owned()),
-            verdicts: Some(("APPROVED".to_owned(), "NEEDS CHANGES".to_owned())),
+            verdicts: Some(cordon_pipeline::Verdicts {
+                pass: "APPROVED".to_owned(),
+                fail: "NEEDS CHANGES".to_owned(),
+                unverifiable: None,
+            }),
             prompt: Some("Review the diff.".to_owned()),
             feedback: vec!["test failed:\nAssertionError".to_owned()],
         };
@@ -161,5 +173,33 @@ AssertionError
 ```
 ";
         assert_eq!(task.render(), want);
+    }
+
+    #[test]
+    fn a_third_verdict_is_offered_with_when_to_use_it() {
+        let task = Task {
+            pipeline: "p".to_owned(),
+            step: "check".to_owned(),
+            attempt: 1,
+            workspace: "/w".to_owned(),
+            context_files: Vec::new(),
+            produces: Vec::new(),
+            artifact: None,
+            verdicts: Some(cordon_pipeline::Verdicts {
+                pass: "PASS".to_owned(),
+                fail: "FAIL".to_owned(),
+                unverifiable: Some("UNSURE".to_owned()),
+            }),
+            prompt: None,
+            feedback: Vec::new(),
+        };
+        let text = task.render();
+        assert!(
+            text.contains(
+                "must be exactly `VERDICT: PASS`, `VERDICT: FAIL` or `VERDICT: UNSURE`. Anything \
+                 else fails the step.\nSay `VERDICT: UNSURE` when you cannot verify the change"
+            ),
+            "{text}"
+        );
     }
 }

@@ -343,10 +343,7 @@ fn task(input: &AgentTask<'_>, step: &AgentStep, context: &[ContextFile], worksp
             .map(ToString::to_string)
             .collect(),
         artifact: step.artifact.as_ref().map(ToString::to_string),
-        verdicts: step
-            .verdicts
-            .as_ref()
-            .map(|v| (v.pass.clone(), v.fail.clone())),
+        verdicts: step.verdicts.clone(),
         prompt: step.prompt.clone(),
         feedback: input.feedback.to_vec(),
     }
