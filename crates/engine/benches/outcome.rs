@@ -234,7 +234,7 @@ fn drive(
     };
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
     engine
-        .start_run(3, None, outcome.map(str::to_owned))
+        .start_run(3, None, outcome.map(str::to_owned), Vec::new())
         .expect("start");
     engine.drive().expect("drive");
     let took = start.elapsed();

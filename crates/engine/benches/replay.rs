@@ -38,6 +38,7 @@ fn main() {
                 prompt: None,
                 kind: cordon_protocol::event::RunKind::Steps,
                 outcome: None,
+                context: Vec::new(),
             },
         )
         .expect("append");

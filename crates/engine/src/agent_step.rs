@@ -159,6 +159,11 @@ impl LoopDriver {
         Ok(Some(LoopDriver::with_provider(provider, context)))
     }
 
+    /// Adds the run's documents (`--context`) to the context files every task message holds.
+    pub fn add_documents(&mut self, documents: impl IntoIterator<Item = ContextFile>) {
+        self.context.extend(documents);
+    }
+
     /// A driver over a given provider (tests).
     pub fn with_provider(provider: Box<dyn Provider>, context: Vec<ContextFile>) -> LoopDriver {
         LoopDriver {

@@ -258,6 +258,7 @@ mod tests {
                 prompt: None,
                 kind: cordon_protocol::event::RunKind::Steps,
                 outcome: None,
+                context: Vec::new(),
             },
         )
     }

@@ -171,7 +171,7 @@ impl<'a> Engine<'a> {
 
     /// Appends `run.started` for a fresh run, with the run's task (`--prompt`) when it has one.
     pub fn start(&mut self, max_attempts: u32, prompt: Option<String>) -> Result<(), EngineError> {
-        self.start_run(max_attempts, prompt, None)
+        self.start_run(max_attempts, prompt, None, Vec::new())
     }
 
     /// Appends `run.started` for a fresh run: of an outcome pipeline with `outcome` (`cordon
@@ -181,6 +181,7 @@ impl<'a> Engine<'a> {
         max_attempts: u32,
         prompt: Option<String>,
         outcome: Option<String>,
+        context: Vec<cordon_protocol::event::ContextDocument>,
     ) -> Result<(), EngineError> {
         let kind = if self.cx.pipeline.outcome.is_some() {
             cordon_protocol::event::RunKind::Outcome
@@ -195,6 +196,7 @@ impl<'a> Engine<'a> {
             prompt,
             kind,
             outcome,
+            context,
         };
         match self.append(None, event) {
             Ok(_) | Err(Failure::Stop) => Ok(()),

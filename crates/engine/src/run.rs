@@ -137,6 +137,15 @@ pub struct Request<'a> {
     pub operator: &'a dyn Fn(&Path) -> Result<Operator, String>,
     /// The host environment: key variables, `SSL_CERT_FILE`, the user's git config location.
     pub env: &'a dyn Fn(&str) -> Option<OsString>,
+    /// The documents of `--context FILE`, read by the caller (bounded), for a fresh run.
+    pub context: Vec<Document>,
+}
+
+/// A document of `--context`: the path as given, and its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document {
+    pub path: String,
+    pub text: String,
 }
 
 /// What [`prepare`] found.
@@ -182,6 +191,10 @@ pub struct Ready {
     caches: Option<cordon_sandbox::cache::Opened>,
     /// The run's task (`--prompt`), for `run.started` of a fresh run.
     prompt: Option<String>,
+    /// A fresh run's documents (`--context`), stored as blobs by [`Ready::create`] and recorded
+    /// in `run.started{context}`.
+    documents: Vec<Document>,
+    context: Vec<cordon_protocol::event::ContextDocument>,
     /// An outcome run's outcome (`cordon do`), for `run.started` of a fresh run.
     outcome: Option<String>,
     /// `--budget-*`: the limits instead of the pipeline's.
@@ -641,6 +654,7 @@ fn fresh(
     let loaded = snapshot.pipeline(&pipeline_file, &workspace_path)?;
     let mut pipeline = loaded.pipeline;
     with_run_prompt(&mut pipeline, prompt.as_deref());
+    let documents = request.context.clone();
     let agents = agent_driver(
         request,
         &pipeline,
@@ -648,6 +662,7 @@ fn fresh(
         &workspace_path,
         &snapshot,
         &operator,
+        &documents,
     )?;
     let max_attempts = request.max_attempts.unwrap_or(pipeline.max_attempts).get();
     let row = RunRow {
@@ -674,6 +689,8 @@ fn fresh(
         images,
         caches,
         prompt,
+        documents,
+        context: Vec::new(),
         outcome,
         budget: request.budget,
         begin: Begin::Fresh(max_attempts),
@@ -756,6 +773,12 @@ fn resume(
         }
         state.prompt.clone()
     };
+    if !fresh && !request.context.is_empty() {
+        return Err(RunError::usage(format!(
+            "run {run} keeps the documents it started with; resume it without --context (its \
+             `run.started` event lists them)"
+        )));
+    }
     with_run_prompt(&mut pipeline, prompt.as_deref());
     let budget = if fresh {
         pipeline.max_attempts.get()
@@ -790,6 +813,11 @@ fn resume(
     let tooling = tooling_paths(&pipeline, &row.pipeline_file, &row.workspace);
     let mut warnings = Vec::new();
     let caches = caches(&pipeline, &store, &row.pipeline_file, &mut warnings)?;
+    let documents = if fresh {
+        request.context.clone()
+    } else {
+        stored_documents(&store, run, &state.context)?
+    };
     let agents = agent_driver(
         request,
         &pipeline,
@@ -797,6 +825,7 @@ fn resume(
         &row.workspace,
         &snapshot,
         &operator,
+        &documents,
     )?;
     Ok(Prepared::Ready(Box::new(Ready {
         run,
@@ -814,6 +843,12 @@ fn resume(
         images,
         caches,
         prompt,
+        context: if fresh {
+            Vec::new()
+        } else {
+            state.context.clone()
+        },
+        documents,
         outcome,
         budget: request.budget,
         begin: if fresh {
@@ -837,6 +872,7 @@ fn agent_driver(
     workspace: &Path,
     snapshot: &ToolingSnapshot,
     operator: &Operator,
+    documents: &[Document],
 ) -> Result<Option<LoopDriver>, RunError> {
     let base = pipeline_file
         .parent()
@@ -869,6 +905,10 @@ fn agent_driver(
         .map_err(|e| RunError::from(EngineError::Agent(e)))?;
     if let Some(driver) = driver.as_mut() {
         driver.set_grants(Box::new(OperatorGrants::new(&operator.policy)));
+        driver.add_documents(documents.iter().map(|d| cordon_agent::ContextFile {
+            path: d.path.clone(),
+            text: d.text.clone(),
+        }));
     }
     Ok(driver)
 }
@@ -892,6 +932,13 @@ impl Ready {
         };
         let blob = self.store.put_blob(self.run, &snapshot.encode())?;
         row.snapshot = Some(blob);
+        for document in &self.documents {
+            let blob = self.store.put_blob(self.run, document.text.as_bytes())?;
+            self.context.push(cordon_protocol::event::ContextDocument {
+                path: document.path.clone(),
+                blob,
+            });
+        }
         self.store.create_run(&row)?;
         Ok(())
     }
@@ -957,7 +1004,12 @@ impl Ready {
             mem_warn: limits.mem_warn,
         }));
         match self.begin {
-            Begin::Fresh(max) => engine.start_run(max, self.prompt.clone(), self.outcome.clone()),
+            Begin::Fresh(max) => engine.start_run(
+                max,
+                self.prompt.clone(),
+                self.outcome.clone(),
+                self.context.clone(),
+            ),
             Begin::Resume(max) => engine.resume(max),
         }?;
         let kept = match (self.begin, self.workspace.git()) {
@@ -1006,4 +1058,27 @@ fn run_images(
     let images = cordon_image::Images::at(state_dir.path());
     crate::images::RunImages::resolve(pipeline, &images, &policy.image_paths, log)
         .map_err(|e| RunError::usage(error_chain(&e)))
+}
+
+/// The documents `run.started{context}` recorded, read back from their blobs.
+fn stored_documents(
+    store: &Store,
+    run: RunId,
+    context: &[cordon_protocol::event::ContextDocument],
+) -> Result<Vec<Document>, RunError> {
+    context
+        .iter()
+        .map(|document| {
+            let bytes = store.blob(document.blob)?.ok_or_else(|| {
+                RunError::runtime(format!(
+                    "run {run} lost the blob of its document {}; it cannot be resumed",
+                    cordon_protocol::text::escape_line(&document.path)
+                ))
+            })?;
+            Ok(Document {
+                path: document.path.clone(),
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+            })
+        })
+        .collect()
 }

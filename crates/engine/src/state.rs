@@ -59,6 +59,8 @@ pub struct RunState {
     pub pipeline: String,
     /// The run's task (`--prompt`), as `run.started` recorded it.
     pub prompt: Option<String>,
+    /// The run's documents (`--context`), as `run.started` recorded them.
+    pub context: Vec<cordon_protocol::event::ContextDocument>,
     pub attempt: Attempt,
     pub max_attempts: u32,
     pub position: Position,
@@ -92,6 +94,7 @@ impl Default for RunState {
             run: None,
             pipeline: String::new(),
             prompt: None,
+            context: Vec::new(),
             attempt: Attempt::FIRST,
             max_attempts: 0,
             position: Position::NotStarted,
@@ -134,10 +137,12 @@ impl RunState {
                 attempt,
                 max_attempts,
                 prompt,
+                context,
                 ..
             } => {
                 self.pipeline.clone_from(pipeline);
                 self.prompt.clone_from(prompt);
+                self.context.clone_from(context);
                 self.attempt = *attempt;
                 self.max_attempts = *max_attempts;
                 self.position = Position::At {
@@ -421,6 +426,7 @@ mod tests {
                     prompt: prompt.map(str::to_owned),
                     kind: cordon_protocol::event::RunKind::Steps,
                     outcome: None,
+                    context: Vec::new(),
                 },
             )
         };

@@ -167,6 +167,13 @@ impl TaskPhase {
 #[serde(transparent)]
 pub struct BlobId(pub u64);
 
+/// A document of `run.started{context}`: the path as given and the blob holding its text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextDocument {
+    pub path: String,
+    pub blob: BlobId,
+}
+
 /// One event. The JSON `type` is the dotted name; the variant's fields are the `data` object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data", deny_unknown_fields)]
@@ -188,6 +195,10 @@ pub enum Event {
         /// An outcome run's outcome (`cordon do "OUTCOME"`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         outcome: Option<String>,
+        /// The documents given with `--context` (DESIGN §17), each read once at the start and
+        /// kept as a blob: every agent step's task message holds them, on resume too.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        context: Vec<ContextDocument>,
     },
     /// A process took the run over again; `max_attempts` is the budget from now on.
     #[serde(rename = "run.resumed")]

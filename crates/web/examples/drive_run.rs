@@ -50,6 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             prompt: None,
             kind: cordon_protocol::event::RunKind::Steps,
             outcome: None,
+            context: Vec::new(),
         },
     )?;
     println!("run {run}");

@@ -69,6 +69,7 @@ fn history() -> Vec<Record> {
                 prompt: None,
                 kind: cordon_protocol::event::RunKind::Steps,
                 outcome: None,
+                context: Vec::new(),
             },
         ),
         record(
@@ -483,6 +484,7 @@ fn an_outcome_run_shows_a_task_table_live_and_at_the_end() {
                 prompt: None,
                 kind: RunKind::Outcome,
                 outcome: Some("o".into()),
+                context: Vec::new(),
             },
         ),
         record(

@@ -248,7 +248,7 @@ fn drive(
     let mut engine = Engine::new(cx, &mut observer).map_err(|e| e.to_string())?;
     if fresh {
         engine
-            .start_run(3, None, Some(OUTCOME.to_owned()))
+            .start_run(3, None, Some(OUTCOME.to_owned()), Vec::new())
             .map_err(|e| e.to_string())?;
         if stop_after.is_some_and(|k| k <= 1) {
             return Ok(Ending::Stopped);

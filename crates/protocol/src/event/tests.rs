@@ -82,6 +82,7 @@ fn every_kind() -> Vec<Event> {
             prompt: None,
             kind: RunKind::Outcome,
             outcome: Some("Add a --json flag.".into()),
+            context: Vec::new(),
         },
         Event::RunResumed {
             attempt: Attempt::FIRST,

@@ -484,6 +484,7 @@ fn an_outcome_runs_tasks_follow_the_graph_decompose_submitted_and_their_moves() 
                 prompt: None,
                 kind: RunKind::Outcome,
                 outcome: Some("Do it.".into()),
+                context: Vec::new(),
             },
         ),
         started("decompose", 1),

@@ -66,6 +66,7 @@ impl Fixture {
             prompt: None,
             kind: cordon_protocol::event::RunKind::Steps,
             outcome: None,
+            context: Vec::new(),
         };
         self.store.append(id, None, &started).expect("append");
         id
