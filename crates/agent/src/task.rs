@@ -69,10 +69,10 @@ impl Task {
                  Anything else fails the step.\n"
             );
             if let Some(third) = &verdicts.unverifiable {
-                let _ = write!(
+                let _ = writeln!(
                     out,
                     "Say `VERDICT: {third}` when you cannot verify the change (nothing to run \
-                     it against), never to avoid a failure.\n"
+                     it against), never to avoid a failure."
                 );
             }
         }

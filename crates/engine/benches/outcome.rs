@@ -231,6 +231,7 @@ fn drive(
         agents: Some(&mut driver),
         meter: cordon_engine::budget::Meter::unlimited(),
         images: cordon_engine::images::RunImages::default(),
+        plan: None,
     };
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
     engine

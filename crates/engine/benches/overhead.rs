@@ -86,6 +86,7 @@ fn engine_run(ws: &Path, state: &Path, init: &InitProgram, round: u128) -> Durat
         agents: None,
         meter: cordon_engine::budget::Meter::unlimited(),
         images: cordon_engine::images::RunImages::default(),
+        plan: None,
     };
     let mut engine = Engine::new(cx, &mut observer).expect("engine");
     engine.start(3, None).expect("start");

@@ -967,6 +967,74 @@ steps:
     }
 
     #[test]
+    fn the_runs_documents_reach_every_task_message_of_a_driver_and_of_its_forks() {
+        type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+        struct Spy(Seen);
+        impl Provider for Spy {
+            fn complete(
+                &mut self,
+                request: &cordon_agent::Request,
+            ) -> Result<cordon_agent::Response, ProviderError> {
+                if let Some(cordon_agent::Message::User { text }) = request.messages.first()
+                    && let Ok(mut seen) = self.0.lock()
+                {
+                    seen.push(text.clone());
+                }
+                Ok(cordon_agent::Response {
+                    text: Some("done".to_owned()),
+                    ..Default::default()
+                })
+            }
+        }
+        let (pipeline, _) = driver("").expect("prepares");
+        let seen = Seen::default();
+        let mut driver = LoopDriver::with_provider(Box::new(Spy(seen.clone())), Vec::new());
+        driver.add_documents([
+            ContextFile {
+                path: "notes/design.md".to_owned(),
+                text: "Keep the API stable.\n".to_owned(),
+            },
+            ContextFile {
+                path: "PLAN.md".to_owned(),
+                text: "# Plan\n- step one\n".to_owned(),
+            },
+        ]);
+        // An outcome run's phase step (`t1.execute`), run by a fork as parallel tasks are.
+        let mut phase = pipeline.steps[0].clone();
+        phase.name = cordon_protocol::StepName::task_phase("t1", "execute").expect("name");
+        let mut fork = driver.fork().expect("forks");
+        for (step, runner) in [
+            (&pipeline.steps[0], &mut driver as &mut dyn AgentDriver),
+            (&phase, fork.as_mut()),
+        ] {
+            let mut session = local();
+            let workspace = session.dir.path().to_path_buf();
+            let input = AgentTask {
+                pipeline: &pipeline,
+                step,
+                agent: agent_of(&pipeline),
+                attempt: Attempt::FIRST,
+                workspace: &workspace,
+                feedback: &[],
+                custom: None,
+            };
+            runner
+                .run(&input, &mut session, &mut Memory::default())
+                .expect("runs");
+        }
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!(seen.len(), 2);
+        for task in &seen {
+            assert!(
+                task.contains("### notes/design.md\n\n```\nKeep the API stable.\n```")
+                    && task.contains("### PLAN.md\n\n```\n# Plan\n- step one\n```"),
+                "{task}"
+            );
+        }
+        assert!(seen[1].contains("t1.execute"), "{}", seen[1]);
+    }
+
+    #[test]
     fn a_missing_key_fails_before_any_session_and_names_the_variable() {
         let yaml = PIPELINE.replace(
             "{provider: replay, transcript: t.jsonl}",

@@ -29,6 +29,7 @@ use crate::workspace::{HostWorkspace, Missing};
 
 mod outcome;
 mod parallel;
+pub mod plan;
 use cordon_workspace::WsPath;
 
 /// What an observer tells the engine after seeing a record.
@@ -77,6 +78,8 @@ pub struct RunContext<'a> {
     pub meter: crate::budget::Meter,
     /// The environment images the run's steps name, resolved when it started.
     pub images: crate::images::RunImages,
+    /// The run's plan (`--plan`), marked done in the workspace when the run succeeds.
+    pub plan: Option<WsPath>,
 }
 
 pub struct Engine<'a> {
@@ -247,9 +250,7 @@ impl<'a> Engine<'a> {
                     .map(|_| ())
                 }
                 Action::Retry { to, attempt } => self.retry(&to, attempt),
-                Action::Finish { outcome, reason } => self
-                    .append(None, Event::RunFinished { outcome, reason })
-                    .map(|_| ()),
+                Action::Finish { outcome, reason } => self.finish(outcome, reason),
             };
             match result {
                 Ok(()) => {}
@@ -477,7 +478,18 @@ impl<'a> Engine<'a> {
                     .replace("{name}", &self.cx.pipeline.name)
                     .replace("{run_id}", &self.cx.run.to_string());
                 let trailer = format!("Cordon-Run: {}", self.cx.run);
-                self.commit(Some(name), &message, &trailer)?
+                // The run's last step: the plan's mark goes into its commit (one that cannot
+                // be made is said when the run finishes).
+                let before = if step.on_pass == Route::Success {
+                    self.mark_plan().unwrap_or(None)
+                } else {
+                    None
+                };
+                let committed = self.commit(Some(name), &message, &trailer)?;
+                if committed.0 != Verdict::Pass {
+                    self.unmark_plan(before);
+                }
+                committed
             }
             StepKind::Agent(agent) => self.agent_step(step, agent, attempt, monitor.as_ref())?,
         };

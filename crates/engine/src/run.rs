@@ -139,14 +139,24 @@ pub struct Request<'a> {
     pub env: &'a dyn Fn(&str) -> Option<OsString>,
     /// The documents of `--context FILE`, read by the caller (bounded), for a fresh run.
     pub context: Vec<Document>,
+    /// `--plan FILE`: a workspace file, read at the start of a fresh run through the workspace
+    /// view and marked done when the run succeeds (DESIGN §17).
+    pub plan: Option<PathBuf>,
 }
 
-/// A document of `--context`: the path as given, and its text.
+/// A document of `--context` (the path as given) or the plan (`--plan`, its workspace path),
+/// and its text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Document {
     pub path: String,
     pub text: String,
+    pub plan: bool,
 }
+
+/// The most bytes a `--context` or `--plan` document may hold.
+pub const MAX_DOCUMENT: usize = 1 << 20;
+/// The most documents a run takes (`--context` and `--plan` together).
+pub const MAX_DOCUMENTS: usize = 16;
 
 /// What [`prepare`] found.
 pub enum Prepared {
@@ -195,6 +205,8 @@ pub struct Ready {
     /// in `run.started{context}`.
     documents: Vec<Document>,
     context: Vec<cordon_protocol::event::ContextDocument>,
+    /// The run's plan (`--plan`) in the workspace, marked done when the run succeeds.
+    plan: Option<WsPath>,
     /// An outcome run's outcome (`cordon do`), for `run.started` of a fresh run.
     outcome: Option<String>,
     /// `--budget-*`: the limits instead of the pipeline's.
@@ -654,7 +666,7 @@ fn fresh(
     let loaded = snapshot.pipeline(&pipeline_file, &workspace_path)?;
     let mut pipeline = loaded.pipeline;
     with_run_prompt(&mut pipeline, prompt.as_deref());
-    let documents = request.context.clone();
+    let (documents, plan) = given_documents(request, &workspace, &tooling)?;
     let agents = agent_driver(
         request,
         &pipeline,
@@ -691,6 +703,7 @@ fn fresh(
         prompt,
         documents,
         context: Vec::new(),
+        plan,
         outcome,
         budget: request.budget,
         begin: Begin::Fresh(max_attempts),
@@ -773,10 +786,10 @@ fn resume(
         }
         state.prompt.clone()
     };
-    if !fresh && !request.context.is_empty() {
+    if !fresh && (!request.context.is_empty() || request.plan.is_some()) {
         return Err(RunError::usage(format!(
-            "run {run} keeps the documents it started with; resume it without --context (its \
-             `run.started` event lists them)"
+            "run {run} keeps the documents it started with; resume it without --context and \
+             --plan (its `run.started` event lists them)"
         )));
     }
     with_run_prompt(&mut pipeline, prompt.as_deref());
@@ -813,8 +826,8 @@ fn resume(
     let tooling = tooling_paths(&pipeline, &row.pipeline_file, &row.workspace);
     let mut warnings = Vec::new();
     let caches = caches(&pipeline, &store, &row.pipeline_file, &mut warnings)?;
-    let documents = if fresh {
-        request.context.clone()
+    let (documents, plan) = if fresh {
+        given_documents(request, &workspace, &tooling)?
     } else {
         stored_documents(&store, run, &state.context)?
     };
@@ -849,6 +862,7 @@ fn resume(
             state.context.clone()
         },
         documents,
+        plan,
         outcome,
         budget: request.budget,
         begin: if fresh {
@@ -937,6 +951,7 @@ impl Ready {
             self.context.push(cordon_protocol::event::ContextDocument {
                 path: document.path.clone(),
                 blob,
+                plan: document.plan,
             });
         }
         self.store.create_run(&row)?;
@@ -994,6 +1009,7 @@ impl Ready {
             agents: self.agents.as_mut().map(|d| d as &mut dyn AgentDriver),
             meter,
             images: self.images.clone(),
+            plan: self.plan.clone(),
         };
         let mut engine = Engine::new(cx, observer)?;
         engine.set_resource_guard(ResourceGuard::new(Limits {
@@ -1060,25 +1076,124 @@ fn run_images(
         .map_err(|e| RunError::usage(error_chain(&e)))
 }
 
-/// The documents `run.started{context}` recorded, read back from their blobs.
+/// A fresh run's documents: `--context` as read by the caller, then the plan (`--plan`) read
+/// from the workspace, with the plan's workspace path.
+fn given_documents(
+    request: &Request<'_>,
+    workspace: &HostWorkspace,
+    tooling: &[WsPath],
+) -> Result<(Vec<Document>, Option<WsPath>), RunError> {
+    let mut documents = request.context.clone();
+    let plan = match &request.plan {
+        Some(given) => {
+            let (path, document) = plan_document(given, workspace, tooling)?;
+            documents.push(document);
+            Some(path)
+        }
+        None => None,
+    };
+    if documents.len() > MAX_DOCUMENTS {
+        return Err(RunError::usage(format!(
+            "a run takes at most {MAX_DOCUMENTS} documents (--context and --plan together), \
+             {} were given; join some of them into one file",
+            documents.len()
+        )));
+    }
+    Ok((documents, plan))
+}
+
+/// The documents `run.started{context}` recorded, read back from their blobs, with the plan's
+/// workspace path.
 fn stored_documents(
     store: &Store,
     run: RunId,
     context: &[cordon_protocol::event::ContextDocument],
-) -> Result<Vec<Document>, RunError> {
-    context
+) -> Result<(Vec<Document>, Option<WsPath>), RunError> {
+    let mut plan = None;
+    let documents = context
         .iter()
         .map(|document| {
+            let shown = cordon_protocol::text::escape_line(&document.path);
             let bytes = store.blob(document.blob)?.ok_or_else(|| {
                 RunError::runtime(format!(
-                    "run {run} lost the blob of its document {}; it cannot be resumed",
-                    cordon_protocol::text::escape_line(&document.path)
+                    "run {run} lost the blob of its document {shown}; it cannot be resumed"
                 ))
             })?;
+            if document.plan {
+                plan = Some(WsPath::new(&document.path).map_err(|err| {
+                    RunError::runtime(format!(
+                        "run {run} recorded an unusable plan path {shown}: {err}"
+                    ))
+                })?);
+            }
             Ok(Document {
                 path: document.path.clone(),
                 text: String::from_utf8_lossy(&bytes).into_owned(),
+                plan: document.plan,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, RunError>>()?;
+    Ok((documents, plan))
+}
+
+/// The plan of `--plan FILE`: a regular file inside the workspace, tracked and unmodified (its
+/// mark is committed with the run's work), not one of the run's tooling files; read through the
+/// workspace view, bounded.
+fn plan_document(
+    given: &Path,
+    workspace: &HostWorkspace,
+    tooling: &[WsPath],
+) -> Result<(WsPath, Document), RunError> {
+    let shown = cordon_protocol::text::escape_line(&given.display().to_string()).into_owned();
+    let fail = |what: String| RunError::usage(format!("--plan {shown}: {what}"));
+    let absolute = std::path::absolute(given).map_err(|err| fail(err.to_string()))?;
+    let Ok(relative) = absolute.strip_prefix(workspace.path()) else {
+        return Err(fail(format!(
+            "is not inside the workspace {}; the plan is a file of the work tree (it is marked \
+             done and committed), so give one there or use --context for a file elsewhere",
+            workspace.path().display()
+        )));
+    };
+    let path = WsPath::from_bytes(relative.as_os_str().as_encoded_bytes())
+        .map_err(|err| fail(err.to_string()))?;
+    if tooling.contains(&path) {
+        return Err(fail(
+            "is one of the run's tooling files (the pipeline, an agent file or a context file), \
+             which the run never changes; give the plan a file of its own"
+                .to_owned(),
+        ));
+    }
+    if let Some(git) = workspace.git() {
+        git.check_tooling(workspace.view(), std::slice::from_ref(&path))
+            .map_err(|err| {
+                fail(match err {
+                    cordon_git::GitError::Untracked(_) => format!(
+                        "is not tracked by git; commit it first (`git add {shown} && git commit`)"
+                    ),
+                    cordon_git::GitError::Modified(_) => {
+                        "has uncommitted changes; commit or restore it before `cordon run`"
+                            .to_owned()
+                    }
+                    cordon_git::GitError::ToolingNotAFile { kind, .. } => {
+                        format!("is {kind} in the work tree, not a regular file")
+                    }
+                    other => error_chain(&other),
+                })
+            })?;
+    }
+    let read = workspace
+        .view()
+        .read(&path, MAX_DOCUMENT + 1)
+        .map_err(|err| fail(err.to_string()))?
+        .ok_or_else(|| fail("does not exist".to_owned()))?;
+    if read.bytes.len() > MAX_DOCUMENT || read.omitted() > 0 {
+        return Err(fail(format!("is larger than {} KiB", MAX_DOCUMENT >> 10)));
+    }
+    let text = String::from_utf8(read.bytes).map_err(|_| fail("is not UTF-8 text".to_owned()))?;
+    let document = Document {
+        path: path.to_string_lossy(),
+        text,
+        plan: true,
+    };
+    Ok((path, document))
 }

@@ -167,11 +167,15 @@ impl TaskPhase {
 #[serde(transparent)]
 pub struct BlobId(pub u64);
 
-/// A document of `run.started{context}`: the path as given and the blob holding its text.
+/// A document of `run.started{context}`: the path as given (`--context`) or in the workspace
+/// (`--plan`), and the blob holding its text as it was when the run started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextDocument {
     pub path: String,
     pub blob: BlobId,
+    /// The run's plan (`--plan`): marked done in the workspace when the run succeeds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plan: bool,
 }
 
 /// One event. The JSON `type` is the dotted name; the variant's fields are the `data` object.

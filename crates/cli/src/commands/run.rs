@@ -89,6 +89,15 @@ pub struct Shared {
     /// not restarted by a resume), instead of `budget.wall_clock`
     #[arg(long, value_name = "DURATION", value_parser = wall_clock)]
     budget_wall_clock: Option<std::num::NonZeroU64>,
+    /// A document every agent step's task message holds for this run (repeatable; a regular
+    /// UTF-8 file of at most 1 MiB, read once at the start and kept with the run)
+    #[arg(long = "context", value_name = "FILE")]
+    context: Vec<PathBuf>,
+    /// The run's plan, a file of the workspace tracked by git: given to every agent step like
+    /// --context and, when the run succeeds, marked `Status: COMPLETED (cordon run <RUN_ID>)`
+    /// (in the run's commit when the commit is its last step)
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
 }
 
 /// `cordon do "OUTCOME"`: an outcome run (DESIGN §13).
@@ -168,18 +177,44 @@ pub fn budget(args: &Args) -> cordon_engine::budget::Overrides {
     }
 }
 
-/// The most bytes `--prompt-file` reads.
-const MAX_PROMPT_FILE: u64 = 1 << 20;
-
-/// The run's task from `--prompt` or `--prompt-file`. The file is read through a view of its
-/// directory (no link followed, regular files only, bounded): one in the workspace may have been
-/// replaced by a step, and its text goes to the model provider.
+/// The run's task from `--prompt` or `--prompt-file`.
 pub fn prompt(args: &Args) -> Result<Option<String>, String> {
-    let Some(path) = &args.prompt_file else {
-        return Ok(args.prompt.clone());
-    };
+    match &args.prompt_file {
+        Some(path) => read_text("--prompt-file", path).map(Some),
+        None => Ok(args.prompt.clone()),
+    }
+}
+
+/// The documents of `--context`, each read as [`read_text`] reads.
+pub fn context(args: &Args) -> Result<Vec<cordon_engine::run::Document>, String> {
+    let given = &args.shared.context;
+    if given.len() > cordon_engine::run::MAX_DOCUMENTS {
+        return Err(format!(
+            "a run takes at most {} documents (--context and --plan together), {} were given; \
+             join some of them into one file",
+            cordon_engine::run::MAX_DOCUMENTS,
+            given.len()
+        ));
+    }
+    given
+        .iter()
+        .map(|path| {
+            Ok(cordon_engine::run::Document {
+                path: path.display().to_string(),
+                text: read_text("--context", path)?,
+                plan: false,
+            })
+        })
+        .collect()
+}
+
+/// The text of the file `path` given to `flag`, read through a view of its directory (no link
+/// followed, regular files only, bounded by [`cordon_engine::run::MAX_DOCUMENT`]): one in the
+/// workspace may have been replaced by a step, and its text goes to the model provider.
+fn read_text(flag: &str, path: &Path) -> Result<String, String> {
+    const MAX: usize = cordon_engine::run::MAX_DOCUMENT;
     let shown = cordon_protocol::text::escape_line(&path.display().to_string()).into_owned();
-    let fail = |what: String| format!("--prompt-file {shown}: {what}");
+    let fail = |what: String| format!("{flag} {shown}: {what}");
     let absolute = std::path::absolute(path).map_err(|err| fail(err.to_string()))?;
     let (Some(dir), Some(name)) = (absolute.parent(), absolute.file_name()) else {
         return Err(fail("is not a file".to_owned()));
@@ -189,18 +224,13 @@ pub fn prompt(args: &Args) -> Result<Option<String>, String> {
     let name = cordon_workspace::WsPath::name(name.as_encoded_bytes())
         .map_err(|err| fail(err.to_string()))?;
     let read = view
-        .read(&name, MAX_PROMPT_FILE as usize + 1)
+        .read(&name, MAX + 1)
         .map_err(|err| fail(err.to_string()))?
         .ok_or_else(|| fail("does not exist".to_owned()))?;
-    if read.bytes.len() as u64 > MAX_PROMPT_FILE || read.omitted() > 0 {
-        return Err(fail(format!(
-            "is larger than {} KiB",
-            MAX_PROMPT_FILE >> 10
-        )));
+    if read.bytes.len() > MAX || read.omitted() > 0 {
+        return Err(fail(format!("is larger than {} KiB", MAX >> 10)));
     }
-    String::from_utf8(read.bytes)
-        .map(Some)
-        .map_err(|_| fail("is not UTF-8 text".to_owned()))
+    String::from_utf8(read.bytes).map_err(|_| fail("is not UTF-8 text".to_owned()))
 }
 
 /// The file in the current directory `cordon run` uses when no PIPELINE is given.

@@ -6,6 +6,7 @@ mod budget;
 mod caches;
 mod diff;
 mod doctor;
+mod documents;
 mod escape;
 mod exec;
 mod exec_egress;

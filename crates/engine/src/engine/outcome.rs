@@ -208,7 +208,7 @@ impl Engine<'_> {
             Next::Accept { task } => self.accept(spec, &task),
             Next::CommitEnd => self.commit_end(),
             Next::Finish { outcome, reason } => {
-                self.append(None, Event::RunFinished { outcome, reason })?;
+                self.finish(outcome, reason)?;
                 self.remove_worktrees();
                 Ok(())
             }
@@ -558,19 +558,28 @@ impl Engine<'_> {
             Some(spec) if spec.parallel.get() > 1 => Some(self.accepted_now()?),
             _ => None,
         };
+        // The plan's mark goes into the run's one commit (parallel tasks commit the accepted
+        // tree, which the mark in the main work tree is not part of: it is left for the user).
+        let before = if accepted.is_none() {
+            self.mark_plan().unwrap_or(None)
+        } else {
+            None
+        };
         let (verdict, _, why) = self.commit_of(None, &title, &trailer, accepted)?;
         let (outcome, reason) = match verdict {
             Verdict::Pass => (Outcome::Success, "every task is done".to_owned()),
-            Verdict::Fail | Verdict::Unverifiable => (
-                Outcome::Failure,
-                format!(
-                    "every task is done, but the run's commit failed: {}",
-                    why.unwrap_or_default()
-                ),
-            ),
+            Verdict::Fail | Verdict::Unverifiable => {
+                self.unmark_plan(before);
+                (
+                    Outcome::Failure,
+                    format!(
+                        "every task is done, but the run's commit failed: {}",
+                        why.unwrap_or_default()
+                    ),
+                )
+            }
         };
-        self.append(None, Event::RunFinished { outcome, reason })
-            .map(|_| ())
+        self.finish(outcome, reason)
     }
 }
 

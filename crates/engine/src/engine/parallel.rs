@@ -135,6 +135,7 @@ impl Job {
                 .map(|driver| driver as &mut dyn AgentDriver),
             meter: self.meter,
             images: self.images,
+            plan: None,
         };
         // The coordinator observes every record; this engine's own observer sees nothing.
         let mut quiet = |_: &Record| Control::Continue;

@@ -35,6 +35,8 @@ pub struct Harness {
     pub overrides: cordon_engine::budget::Overrides,
     /// The environment images the run resolved.
     pub images: cordon_engine::images::RunImages,
+    /// The run's plan (`--plan`).
+    pub plan: Option<cordon_workspace::WsPath>,
 }
 
 /// The guard for `limits` whose workspace samples are taken from `samples` in order (none
@@ -94,6 +96,7 @@ impl Harness {
             disk_samples: Rc::default(),
             overrides: cordon_engine::budget::Overrides::default(),
             images: cordon_engine::images::RunImages::default(),
+            plan: None,
         }
     }
 
@@ -117,6 +120,7 @@ impl Harness {
                 &self.store.events(self.run).expect("events"),
             ),
             images: self.images.clone(),
+            plan: self.plan.clone(),
         }
     }
 

@@ -86,6 +86,8 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         outcome: args.outcome.clone(),
         operator: &operator,
         env: &env,
+        context: super::context(args).map_err(RunError::usage)?,
+        plan: args.shared.plan.clone(),
     };
     let mut ready = match run::prepare(&request)? {
         Prepared::Finished { run, outcome } => {
