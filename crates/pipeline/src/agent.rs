@@ -1,4 +1,4 @@
-//! `<name>.agent.md`: YAML front matter (`name`, `model`, `tools`, `max_iterations`,
+//! `<name>.agent.md`: YAML front matter (`name`, `model`, `tools`, `mcp`, `max_iterations`,
 //! `temperature`) between `---` lines, then a Markdown body that is the system prompt.
 
 use std::fmt;
@@ -130,6 +130,11 @@ pub struct Agent {
     pub model: Option<String>,
     /// Default: every built-in tool.
     pub tools: Vec<Tool>,
+    /// `tools:` entries naming MCP tools (`<server>__<tool>`, `<server>__*`): when any is
+    /// listed, only the MCP tools they match are offered; none listed offers them all.
+    pub mcp_tools: Vec<String>,
+    /// MCP servers for every step running this agent.
+    pub mcp: Vec<crate::mcp::McpServer>,
     pub max_iterations: Option<NonZeroU32>,
     pub temperature: Option<Temperature>,
     /// The Markdown body: the system prompt.
@@ -182,6 +187,7 @@ pub(crate) fn parse(out: &mut FileSink<'_>, text: &str, stem: &AgentName) -> Opt
         }
         None => None,
     };
+    let mut mcp_tools = Vec::new();
     let tools = match fields.get("tools") {
         None => Tool::ALL.to_vec(),
         Some(n) => {
@@ -189,6 +195,30 @@ pub(crate) fn parse(out: &mut FileSink<'_>, text: &str, stem: &AgentName) -> Opt
             for (at, text) in
                 decode::strings(out, n, "tools", "bash, read_file").unwrap_or_default()
             {
+                if let Some((server, tool)) = text.split_once("__") {
+                    let tool_ok = tool == "*"
+                        || (!tool.is_empty()
+                            && tool
+                                .bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+                    if !crate::mcp::valid_name(server) || !tool_ok {
+                        out.error(
+                            at,
+                            format!(
+                                "{} in `tools` is not an MCP tool pattern; write \
+                                 `<server>__<tool>` or `<server>__*`",
+                                decode::quoted(&text)
+                            ),
+                        );
+                        ok = false;
+                    } else if mcp_tools.contains(&text) {
+                        out.error(at, format!("tool `{text}` is listed twice; keep one"));
+                        ok = false;
+                    } else {
+                        mcp_tools.push(text);
+                    }
+                    continue;
+                }
                 match Tool::parse(&text) {
                     Some(t) if tools.contains(&t) => {
                         out.error(at, format!("tool `{text}` is listed twice; keep one"));
@@ -242,6 +272,14 @@ pub(crate) fn parse(out: &mut FileSink<'_>, text: &str, stem: &AgentName) -> Opt
         }
         None => None,
     };
+    let mcp = match fields.get("mcp") {
+        Some(n) => {
+            let servers = crate::mcp::decode(out, n);
+            ok &= servers.is_some();
+            servers.unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
     let system_prompt = body.trim_start_matches(['\r', '\n']).to_owned();
     if system_prompt.trim().is_empty() {
         out.warning(Position::START, "the agent file has no prompt below its front matter; write the agent's instructions there");
@@ -250,6 +288,8 @@ pub(crate) fn parse(out: &mut FileSink<'_>, text: &str, stem: &AgentName) -> Opt
         name: stem.clone(),
         model,
         tools,
+        mcp_tools,
+        mcp,
         max_iterations,
         temperature,
         system_prompt,

@@ -47,8 +47,13 @@ pub(crate) enum Shape {
     StringList,
     /// A list of values from a fixed set.
     EnumList(&'static [&'static str]),
+    /// An agent's `tools`: built-in names, or MCP tool patterns `<server>__<tool>` /
+    /// `<server>__*`.
+    ToolList(&'static [&'static str]),
     /// A mapping of names to strings.
     StringMap,
+    /// A mapping of names to strings or `{secret: REF}`.
+    SecretMap,
     Object(&'static Table),
     /// A mapping of names to objects.
     MapOf(&'static Table),
@@ -222,6 +227,11 @@ pub(crate) const PHASE: Table = Table {
             name: "max_iterations",
             shape: Shape::Positive,
             doc: "Model-call budget of each attempt of the phase. Default: the agent file's, else 40.",
+        },
+        Key {
+            name: "mcp",
+            shape: Shape::List(&MCP),
+            doc: "MCP tool servers for the phase's agent, beside its agent file's.",
         },
         Key {
             name: "timeout",
@@ -534,6 +544,11 @@ pub(crate) const STEP: Table = Table {
             doc: "The workspace file whose last `VERDICT:` line decides an agent step.",
         },
         Key {
+            name: "mcp",
+            shape: Shape::List(&MCP),
+            doc: "MCP tool servers for this agent step, beside its agent file's.",
+        },
+        Key {
             name: "verdicts",
             shape: Shape::Object(&VERDICTS),
             doc: "Verdict keywords; without it an agent passes when it finishes.",
@@ -680,6 +695,52 @@ pub(crate) const COMMIT_PARAMS: Table = Table {
     }],
 };
 
+pub(crate) const MCP: Table = Table {
+    name: "McpServer",
+    what: "an MCP server",
+    doc: "An MCP tool server: `command` (started inside the step's sandbox) or `url` (a streamable-HTTP server reached through the step's egress proxy). Its tools are offered as `<name>__<tool>`.",
+    required: &["name"],
+    keys: &[
+        Key {
+            name: "name",
+            shape: Shape::String,
+            doc: "`[A-Za-z0-9_-]{1,32}` without `__`; the prefix of its tools' names.",
+        },
+        Key {
+            name: "command",
+            shape: Shape::StringList,
+            doc: "The program and its arguments, run inside the step's sandbox session (no shell).",
+        },
+        Key {
+            name: "env",
+            shape: Shape::SecretMap,
+            doc: "Variables added to the server's environment: strings or `{secret: REF}`.",
+        },
+        Key {
+            name: "url",
+            shape: Shape::String,
+            doc: "A streamable-HTTP server's URL (`https://` or `http://`); dialled by the step's proxy under its `network`.",
+        },
+        Key {
+            name: "headers",
+            shape: Shape::SecretMap,
+            doc: "Headers sent to an HTTP server: strings or `{secret: REF}`.",
+        },
+    ],
+};
+
+pub(crate) const MCP_SECRET: Table = Table {
+    name: "McpSecret",
+    what: "a secret value",
+    doc: "A declared secret's value.",
+    required: &["secret"],
+    keys: &[Key {
+        name: "secret",
+        shape: Shape::Name,
+        doc: "A reference declared under `secrets:`.",
+    }],
+};
+
 pub(crate) const AGENT: Table = Table {
     name: "AgentFrontMatter",
     what: "the agent file's front matter",
@@ -698,14 +759,19 @@ pub(crate) const AGENT: Table = Table {
         },
         Key {
             name: "tools",
-            shape: Shape::EnumList(&[
+            shape: Shape::ToolList(&[
                 "bash",
                 "read_file",
                 "write_file",
                 "edit_file",
                 "request_egress",
             ]),
-            doc: "Built-in tools the agent may call. Default: all.",
+            doc: "Built-in tools the agent may call (`bash`, `read_file`, `write_file`, `edit_file`, `request_egress`), and MCP tools by `<server>__<tool>` or `<server>__*`. Default: every built-in; MCP tools are all offered unless one is listed.",
+        },
+        Key {
+            name: "mcp",
+            shape: Shape::List(&MCP),
+            doc: "MCP tool servers for every step running this agent.",
         },
         Key {
             name: "max_iterations",

@@ -13,6 +13,7 @@ mod isolation;
 mod keys;
 mod llm;
 mod load;
+pub mod mcp;
 mod model;
 mod network;
 pub mod policy;
@@ -31,6 +32,7 @@ pub use isolation::{
     CACHES, Cpus, DEFAULT_CACHE_LIMIT, DEFAULT_OUTPUT_LIMIT, HostPath, Isolation, TOOLCHAINS,
 };
 pub use llm::Llm;
+pub use mcp::{McpServer, McpTransport, McpUrl, McpValue};
 pub use load::{Disk, Files, Loaded, load, load_str};
 pub use model::{
     Action, AgentStep, Budget, CommandSpec, CommandStep, DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS,

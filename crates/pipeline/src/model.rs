@@ -223,6 +223,8 @@ pub struct AgentStep {
     /// The file whose last `VERDICT:` line decides the step (workspace-relative).
     pub artifact: Option<RelPath>,
     pub verdicts: Option<Verdicts>,
+    /// Resolved: the agent file's MCP servers, then the step's (names unique across both).
+    pub mcp: Vec<crate::mcp::McpServer>,
     pub sandbox: Sandboxed,
 }
 

@@ -24,6 +24,8 @@ pub fn pipeline_schema() -> Value {
         &keys::VERDICTS,
         &keys::COMMIT_PARAMS,
         &keys::AGENT,
+        &keys::MCP,
+        &keys::MCP_SECRET,
         &keys::OUTCOME,
         &keys::PHASE,
         &keys::VERIFY,
@@ -108,6 +110,14 @@ fn shape(shape: &Shape) -> Value {
         Shape::EnumList(values) => {
             json!({"type": "array", "uniqueItems": true, "items": {"enum": values}})
         }
+        Shape::ToolList(values) => json!({
+            "type": "array",
+            "uniqueItems": true,
+            "items": {"anyOf": [
+                {"enum": values},
+                {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}__(\\*|[A-Za-z0-9_-]+)$"}
+            ]}
+        }),
         Shape::Positive => json!({"type": "integer", "minimum": 1}),
         Shape::Count => json!({"type": "integer", "minimum": 0}),
         Shape::Phase(table) => json!({
@@ -151,6 +161,13 @@ fn shape(shape: &Shape) -> Value {
         Shape::StringMap => {
             json!({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}})
         }
+        Shape::SecretMap => json!({
+            "type": "object",
+            "additionalProperties": {"oneOf": [
+                {"type": ["string", "number", "boolean"]},
+                {"$ref": "#/$defs/McpSecret"}
+            ]}
+        }),
         Shape::Object(table) => json!({"$ref": format!("#/$defs/{}", table.name)}),
         Shape::MapOf(table) => {
             json!({"type": "object", "additionalProperties": {"$ref": format!("#/$defs/{}", table.name)}})

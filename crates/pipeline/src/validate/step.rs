@@ -36,6 +36,7 @@ pub(crate) struct Context<'a> {
 /// Keys only agent steps take.
 const AGENT_ONLY: &[&str] = &[
     "prompt",
+    "mcp",
     "model",
     "artifact",
     "verdicts",
@@ -378,7 +379,16 @@ pub(crate) fn agent_step(
     }
     let artifact = fields.get("artifact").map(|n| rel_path(out, n, "artifact"));
     let verdicts = fields.get("verdicts").map(|n| verdicts(out, n));
+    let own_mcp = fields.get("mcp").map(|n| crate::mcp::decode(out, n));
     let agent = agent?;
+    let mcp = mcp_servers(
+        out,
+        &agent,
+        own_mcp.unwrap_or(Some(Vec::new()))?,
+        label,
+        cx,
+        sandbox.as_ref().map(|s| &s.network),
+    );
     let model = match model {
         Some(m) => Some(m?),
         None => agent
@@ -403,8 +413,78 @@ pub(crate) fn agent_step(
         prompt,
         artifact,
         verdicts,
+        mcp: mcp?,
         sandbox: sandbox?,
     }))
+}
+
+/// The agent file's MCP servers then the step's: names unique across both, every secret they
+/// name declared, and a warning for an HTTP server the step's network does not let through.
+fn mcp_servers(
+    out: &mut FileSink<'_>,
+    agent: &Agent,
+    own: Vec<crate::McpServer>,
+    label: &str,
+    cx: &Context<'_>,
+    network: Option<&crate::Network>,
+) -> Option<Vec<crate::McpServer>> {
+    let mut ok = true;
+    let mut servers = agent.mcp.clone();
+    for server in own {
+        if servers.iter().any(|s| s.name == server.name) {
+            out.error(
+                server.at,
+                format!(
+                    "MCP server `{}` of {label} is also declared by the agent file `{}`; give it \
+                     another name or declare it once",
+                    server.name,
+                    agent.name.file_name()
+                ),
+            );
+            ok = false;
+        } else {
+            servers.push(server);
+        }
+    }
+    if servers.len() > crate::mcp::MAX_SERVERS {
+        out.error(
+            Position::START,
+            format!(
+                "{label} has {} MCP servers with its agent file's; at most {} are taken",
+                servers.len(),
+                crate::mcp::MAX_SERVERS
+            ),
+        );
+        ok = false;
+    }
+    for server in &servers {
+        for secret in server.secrets() {
+            if !cx.secret_names.iter().any(|s| s == secret.as_str()) {
+                out.error(
+                    server.at,
+                    format!(
+                        "MCP server `{}` of {label} names the secret `{secret}`, which is not \
+                         declared; add it under `secrets:` (`{secret}: {{from: env, key: \
+                         NAME}}`)",
+                        server.name
+                    ),
+                );
+                ok = false;
+            }
+        }
+        if let (crate::McpTransport::Http { url, .. }, Some(network)) = (&server.transport, network)
+            && let Some(why) = crate::mcp::unreachable(url, network)
+        {
+            out.warning(
+                server.at,
+                format!(
+                    "MCP server `{}` of {label} is at {url}, but {why}",
+                    server.name
+                ),
+            );
+        }
+    }
+    ok.then_some(servers)
 }
 
 fn verdicts(out: &mut FileSink<'_>, node: &Node) -> Option<Verdicts> {

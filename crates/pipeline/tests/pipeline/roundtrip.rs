@@ -473,6 +473,8 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                                     name: agent.clone(),
                                     model: None,
                                     tools: Tool::ALL.to_vec(),
+                                    mcp_tools: Vec::new(),
+                                    mcp: Vec::new(),
                                     max_iterations: None,
                                     temperature: None,
                                     system_prompt: format!("You are {agent}.\n"),
@@ -489,6 +491,7 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                                     fail,
                                     unverifiable: None,
                                 }),
+                                mcp: Vec::new(),
                                 sandbox,
                             })
                         }

@@ -410,3 +410,46 @@ fn a_third_verdict_needs_its_own_keyword_and_its_route_needs_the_verdict() {
         ),
     );
 }
+
+#[test]
+fn mcp_servers_need_a_valid_unique_name_and_one_command_or_url() {
+    check_with(
+        "mcp",
+        &format!(
+            "name: x\n{LLM}secrets:\n  gh: {{from: env, key: GH_TOKEN}}\nnetwork: {{allow: [api.example.com]}}\nsteps:\n  - name: a\n    agent: mcpdev\n    prompt: p\n    mcp:\n      - {{name: search, command: [search-mcp]}}\n      - {{name: tickets, url: 'https://tickets.example.com/mcp', headers: {{Authorization: {{secret: gh}}}}}}\n      - {{name: two__parts, command: [x]}}\n      - {{name: both, command: [x], url: 'https://api.example.com/mcp'}}\n      - {{name: neither}}\n      - {{name: shell, command: 'python3 server.py'}}\n      - {{name: bad-url, url: 'ftp://example.com'}}\n      - {{name: undeclared, command: [x], env: {{TOKEN: {{secret: nope}}}}}}\n      - {{name: tickets, command: [x]}}\n      - {{name: wrong-key, command: [x], headers: {{A: b}}}}\n"
+        ),
+        &[(
+            "agents/mcpdev.agent.md".to_owned(),
+            "---\nname: mcpdev\ntools: [bash, search__*, search__find]\nmcp:\n  - {name: search, command: [other]}\n---\nWork.\n".to_owned(),
+        )],
+    );
+    // Well-formed entries, checked against the agent file's and the declared secrets.
+    check_with(
+        "mcp_merge",
+        &format!(
+            "name: x\n{LLM}secrets:\n  gh: {{from: env, key: GH_TOKEN}}\nsteps:\n  - name: a\n    agent: mcpdev\n    prompt: p\n    mcp:\n      - {{name: search, command: [search-mcp]}}\n      - {{name: tickets, command: [t], env: {{TOKEN: {{secret: gh}}, OTHER: {{secret: nope}}}}}}\n"
+        ),
+        &[(
+            "agents/mcpdev.agent.md".to_owned(),
+            "---\nname: mcpdev\nmcp:\n  - {name: search, command: [other]}\n---\nWork.\n".to_owned(),
+        )],
+    );
+    check_with(
+        "mcp_agent_file",
+        &format!("name: x\n{LLM}steps:\n  - {{name: a, agent: mcpdev, prompt: p}}\n"),
+        &[(
+            "agents/mcpdev.agent.md".to_owned(),
+            "---\nname: mcpdev\ntools: [bash, nope__, a__b__c, search__*, search__*]\nmcp:\n  - {name: search}\n---\nWork.\n".to_owned(),
+        )],
+    );
+}
+
+#[test]
+fn an_mcp_server_the_steps_network_does_not_reach_is_a_warning() {
+    check(
+        "mcp_network",
+        &format!(
+            "name: x\n{LLM}steps:\n  - {{name: a, agent: dev, prompt: p, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n  - {{name: b, agent: dev, prompt: p, network: {{allow: ['*.example.com']}}, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n  - {{name: c, agent: dev, prompt: p, network: {{allow: ['ip:127.0.0.1:8931']}}, mcp: [{{name: local, url: 'http://127.0.0.1:8931/mcp'}}, {{name: other, url: 'http://127.0.0.1:9/mcp'}}]}}\n"
+        ),
+    );
+}

@@ -68,7 +68,7 @@ fn schema_enums_match_the_model() {
         .map(|t| t.as_str())
         .collect();
     assert_eq!(
-        names(&defs["AgentFrontMatter"]["properties"]["tools"]["items"]["enum"]),
+        names(&defs["AgentFrontMatter"]["properties"]["tools"]["items"]["anyOf"][0]["enum"]),
         tools
     );
     assert_eq!(

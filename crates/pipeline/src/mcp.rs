@@ -1,0 +1,473 @@
+//! `mcp:` — MCP tool servers of an agent (DESIGN §17, §18): stdio servers started inside the
+//! step's sandbox session, streamable-HTTP servers dialled through the step's egress proxy. The
+//! model sees their tools as `<server>__<tool>`.
+
+use std::fmt;
+
+use cordon_egress::{Pattern, Scope};
+
+use crate::EnvName;
+use crate::decode;
+use crate::diagnostic::{FileSink, Position};
+use crate::keys;
+use crate::network::Network;
+use crate::secret::SecretName;
+use crate::yaml::{Kind, Node};
+
+/// The most servers one agent step declares (its own and its agent file's together).
+pub const MAX_SERVERS: usize = 16;
+
+/// One declared server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServer {
+    /// `[A-Za-z0-9_-]{1,32}` without `__`: the prefix of its tools' names.
+    pub name: String,
+    pub transport: McpTransport,
+    /// Where it was declared, for messages (`agents/dev.agent.md` or the pipeline).
+    pub at: Position,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpTransport {
+    /// `command: [PROG, ARGS...]`, run inside the step's sandbox with `env` added.
+    Stdio {
+        command: Vec<String>,
+        env: Vec<(EnvName, McpValue)>,
+    },
+    /// `url: https://…`, with `headers` sent on every request.
+    Http {
+        url: McpUrl,
+        headers: Vec<(String, McpValue)>,
+    },
+}
+
+/// A value of `env` or `headers`: literal text, or a declared secret's value (resolved on the
+/// host, scrubbed like every secret).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpValue {
+    Text(String),
+    Secret(SecretName),
+}
+
+/// An HTTP server's URL, with its host and port for the network check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpUrl {
+    pub text: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for McpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl McpServer {
+    /// The secrets the server's `env` or `headers` name.
+    pub fn secrets(&self) -> impl Iterator<Item = &SecretName> {
+        let values: Vec<&McpValue> = match &self.transport {
+            McpTransport::Stdio { env, .. } => env.iter().map(|(_, v)| v).collect(),
+            McpTransport::Http { headers, .. } => headers.iter().map(|(_, v)| v).collect(),
+        };
+        values.into_iter().filter_map(|v| match v {
+            McpValue::Secret(name) => Some(name),
+            McpValue::Text(_) => None,
+        })
+    }
+}
+
+/// Whether `name` is a server name: `[A-Za-z0-9_-]{1,32}`, no `__` (the tool-name separator).
+pub fn valid_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !name.contains("__")
+}
+
+/// Decodes an `mcp:` list.
+pub(crate) fn decode(out: &mut FileSink<'_>, node: &Node) -> Option<Vec<McpServer>> {
+    let items = decode::list(
+        out,
+        node,
+        "mcp",
+        "[{name: search, command: [search-mcp, --stdio]}]",
+    )?;
+    let mut ok = true;
+    let mut servers: Vec<McpServer> = Vec::new();
+    for item in items {
+        match server(out, item) {
+            Some(server) if servers.iter().any(|s| s.name == server.name) => {
+                out.error(
+                    item.at,
+                    format!(
+                        "MCP server `{}` is declared twice; give each server its own name",
+                        server.name
+                    ),
+                );
+                ok = false;
+            }
+            Some(server) => servers.push(server),
+            None => ok = false,
+        }
+    }
+    if servers.len() > MAX_SERVERS {
+        out.error(
+            node.at,
+            format!(
+                "an agent takes at most {MAX_SERVERS} MCP servers, {} are declared; drop some",
+                servers.len()
+            ),
+        );
+        ok = false;
+    }
+    ok.then_some(servers)
+}
+
+fn server(out: &mut FileSink<'_>, node: &Node) -> Option<McpServer> {
+    let fields = decode::fields(out, node, &keys::MCP)?;
+    let name = decode::string(out, fields.get("name")?, "name")?;
+    let mut ok = true;
+    if !valid_name(&name) {
+        out.error(
+            fields.get("name")?.at,
+            format!(
+                "MCP server name {} must match `[A-Za-z0-9_-]{{1,32}}` without `__` (its tools \
+                 are offered as `<name>__<tool>`); rename it",
+                decode::quoted(&name)
+            ),
+        );
+        ok = false;
+    }
+    let transport = match (fields.get("command"), fields.get("url")) {
+        (Some(_), Some(url)) => {
+            out.error(
+                url.at,
+                format!(
+                    "MCP server `{name}` has both `command` and `url`; a server is either started \
+                     in the sandbox (`command`) or reached over HTTP (`url`), keep one"
+                ),
+            );
+            None
+        }
+        (Some(command), None) => {
+            if let Some(headers) = fields.get("headers") {
+                out.error(
+                    headers.at,
+                    format!(
+                        "`headers` applies to an HTTP server (`url`); MCP server `{name}` runs a \
+                         `command`, give it `env` instead"
+                    ),
+                );
+                ok = false;
+            }
+            let command = argv(out, command, &name);
+            let env = match fields.get("env") {
+                Some(env) => values(out, env, "env", true),
+                None => Some(Vec::new()),
+            };
+            Some(McpTransport::Stdio {
+                command: command?,
+                env: env?
+                    .into_iter()
+                    .filter_map(|(k, v)| EnvName::parse(&k).map(|k| (k, v)))
+                    .collect(),
+            })
+        }
+        (None, Some(url_node)) => {
+            if let Some(env) = fields.get("env") {
+                out.error(
+                    env.at,
+                    format!(
+                        "`env` applies to a server cordon starts (`command`); MCP server `{name}` \
+                         is reached at a `url`, give it `headers` instead"
+                    ),
+                );
+                ok = false;
+            }
+            let text = decode::string(out, url_node, "url")?;
+            let url = match parse_url(&text) {
+                Ok(url) => Some(url),
+                Err(why) => {
+                    out.error(
+                        url_node.at,
+                        format!(
+                            "the URL of MCP server `{name}` {}: {why}; write it like \
+                             `https://mcp.example.com/mcp`",
+                            decode::quoted(&text)
+                        ),
+                    );
+                    None
+                }
+            };
+            let headers = match fields.get("headers") {
+                Some(headers) => values(out, headers, "headers", false),
+                None => Some(Vec::new()),
+            };
+            Some(McpTransport::Http {
+                url: url?,
+                headers: headers?,
+            })
+        }
+        (None, None) => {
+            out.error(
+                node.at,
+                format!(
+                    "MCP server `{name}` needs a `command` (a server started in the step's \
+                     sandbox, like `command: [search-mcp, --stdio]`) or a `url` (a streamable-HTTP \
+                     server, like `url: https://mcp.example.com/mcp`)"
+                ),
+            );
+            None
+        }
+    };
+    ok.then_some(())?;
+    Some(McpServer {
+        name,
+        transport: transport?,
+        at: node.at,
+    })
+}
+
+fn argv(out: &mut FileSink<'_>, node: &Node, name: &str) -> Option<Vec<String>> {
+    if node.scalar().is_some() && !node.is_null() {
+        out.error(
+            node.at,
+            format!(
+                "the `command` of MCP server `{name}` is a list, the program then its arguments \
+                 (`command: [python3, server.py]`); no shell runs it"
+            ),
+        );
+        return None;
+    }
+    let argv: Vec<String> = decode::strings(out, node, "command", "[python3, server.py]")?
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    if argv.is_empty() {
+        out.error(
+            node.at,
+            format!("the `command` of MCP server `{name}` is empty; name the program to run"),
+        );
+        return None;
+    }
+    Some(argv)
+}
+
+/// `env` (`env_names`: keys are variable names) or `headers`: names to a string or `{secret:
+/// REF}`.
+fn values(
+    out: &mut FileSink<'_>,
+    node: &Node,
+    key: &str,
+    env_names: bool,
+) -> Option<Vec<(String, McpValue)>> {
+    let mut ok = true;
+    let mut result = Vec::new();
+    for (name, key_node, value) in decode::entries(out, node, key)? {
+        if env_names && EnvName::parse(&name).is_none() {
+            out.error(
+                key_node.at,
+                "`env` names must be environment variable names (letters, digits and `_`, not \
+                 starting with a digit); rename it",
+            );
+            ok = false;
+        }
+        if !env_names && !header_name(&name) {
+            out.error(
+                key_node.at,
+                format!(
+                    "{} is not an HTTP header name (letters, digits and `-`); rename it",
+                    decode::quoted(&name)
+                ),
+            );
+            ok = false;
+        }
+        let parsed = match (&value.kind, value.scalar()) {
+            (Kind::Map(_), _) => secret_ref(out, value, key),
+            (_, Some(s)) if !value.is_null() => {
+                if s.text.contains(['\r', '\n']) && !env_names {
+                    out.error(value.at, "a header value must be one line");
+                    None
+                } else {
+                    Some(McpValue::Text(s.text.clone()))
+                }
+            }
+            _ => {
+                out.error(
+                    value.at,
+                    format!(
+                        "`{key}` values are strings or `{{secret: REF}}`; found {}",
+                        value.describe()
+                    ),
+                );
+                None
+            }
+        };
+        match parsed {
+            Some(v) => result.push((name, v)),
+            None => ok = false,
+        }
+    }
+    ok.then_some(result)
+}
+
+fn secret_ref(out: &mut FileSink<'_>, node: &Node, key: &str) -> Option<McpValue> {
+    let fields = decode::fields(out, node, &keys::MCP_SECRET)?;
+    let text = decode::string(out, fields.get("secret")?, "secret")?;
+    match SecretName::parse(&text) {
+        Some(name) => Some(McpValue::Secret(name)),
+        None => {
+            out.error(
+                node.at,
+                format!(
+                    "{} in `{key}` is not a secret reference (`[a-z0-9][a-z0-9_-]*`, declared \
+                     under `secrets:`)",
+                    decode::quoted(&text)
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn header_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// `http://HOST[:PORT][/PATH]` or `https://…`; userinfo, fragments and control characters
+/// refused.
+fn parse_url(text: &str) -> Result<McpUrl, String> {
+    if text.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err("it holds spaces or control characters".to_owned());
+    }
+    let (rest, default_port) = if let Some(rest) = text.strip_prefix("https://") {
+        (rest, 443)
+    } else if let Some(rest) = text.strip_prefix("http://") {
+        (rest, 80)
+    } else {
+        return Err("it must start with `https://` or `http://`".to_owned());
+    };
+    if text.contains('#') {
+        return Err("it has a fragment (`#…`)".to_owned());
+    }
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err("it carries credentials; give them as `headers` with a secret".to_owned());
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| "its IPv6 address has no closing `]`".to_owned())?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("it names no host".to_owned());
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("its port {} is not 1-65535", decode::quoted(p)))?,
+    };
+    Ok(McpUrl {
+        text: text.to_owned(),
+        host: host.to_ascii_lowercase(),
+        port,
+    })
+}
+
+/// Why `network` does not let the step reach `url`, when it does not (a warning at validate:
+/// the proxy refuses it at run time, and the server then fails the attempt).
+pub fn unreachable(url: &McpUrl, network: &Network) -> Option<String> {
+    let allow = match network {
+        Network::Open => return None,
+        Network::None => {
+            return Some(format!(
+                "the step's network is `none`, so {}:{} is refused; allow it under `network: \
+                 {{allow: [...]}}`",
+                url.host, url.port
+            ));
+        }
+        Network::Allowlist(list) => &list.allow,
+    };
+    if allow.iter().any(|pattern| admits(pattern, url)) {
+        return None;
+    }
+    Some(format!(
+        "the step's network does not allow {}:{}; add it to `allow`",
+        url.host, url.port
+    ))
+}
+
+fn admits(pattern: &Pattern, url: &McpUrl) -> bool {
+    let port_ok = cordon_egress::Port::new(url.port).is_some_and(|p| pattern.ports().admits(p));
+    let host_ok = match pattern.scope() {
+        Scope::Name(name) => name.as_str() == url.host,
+        Scope::Subdomains(name) => url
+            .host
+            .strip_suffix(name.as_str())
+            .is_some_and(|head| head.ends_with('.') && head.len() > 1),
+        Scope::Everything => true,
+        Scope::Ip(cidr) => url
+            .host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| cidr.contains(ip)),
+    };
+    port_ok && host_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_are_a_short_alphabet_without_the_separator() {
+        for (name, ok) in [
+            ("search", true),
+            ("Code-Search_2", true),
+            ("a", true),
+            ("", false),
+            ("two__parts", false),
+            ("dot.ted", false),
+            ("sp ace", false),
+            (&"x".repeat(33), false),
+            (&"x".repeat(32), true),
+        ] {
+            assert_eq!(valid_name(name), ok, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn urls_are_http_or_https_with_a_host_and_a_port() {
+        let cases: &[(&str, Result<(&str, u16), &str>)] = &[
+            ("https://mcp.example.com/mcp", Ok(("mcp.example.com", 443))),
+            ("http://127.0.0.1:8931/mcp", Ok(("127.0.0.1", 8931))),
+            ("http://[::1]:9000/", Ok(("::1", 9000))),
+            ("https://MCP.Example.com", Ok(("mcp.example.com", 443))),
+            ("ftp://example.com", Err("must start with")),
+            ("https://user:pw@example.com/", Err("carries credentials")),
+            ("https://:443/", Err("names no host")),
+            ("https://example.com:0/", Err("is not 1-65535")),
+            ("https://example.com/a b", Err("spaces")),
+            ("https://example.com/#x", Err("fragment")),
+        ];
+        for (text, want) in cases {
+            match (parse_url(text), want) {
+                (Ok(url), Ok((host, port))) => {
+                    assert_eq!((url.host.as_str(), url.port), (*host, *port), "{text}");
+                }
+                (Err(why), Err(part)) => assert!(why.contains(part), "{text}: {why}"),
+                (got, _) => panic!("{text}: {got:?}"),
+            }
+        }
+    }
+}
