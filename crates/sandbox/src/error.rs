@@ -134,6 +134,9 @@ pub enum SandboxError {
     },
     #[error("invalid command: {reason}")]
     InvalidRequest { reason: &'static str },
+    /// A background process ([`crate::Session::spawn_background`]) could not be started.
+    #[error("cannot start `{program}` in the background: {reason}")]
+    Background { program: String, reason: String },
 }
 
 impl SandboxError {

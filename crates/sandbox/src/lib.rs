@@ -40,5 +40,5 @@ pub use error::SandboxError;
 pub use exec::{Capture, ExecOutcome, ExecRequest, ExitStatus, Stdin, Stream};
 pub use facts::{HOSTNAME, host_user};
 pub use mounts::GitMutations;
-pub use session::{ESCAPE_STOPPED, MemoryUsage, Session, Starting, Tick, Watch};
+pub use session::{Background, ESCAPE_STOPPED, MemoryUsage, Session, Starting, Tick, Watch};
 pub use sys::process::WorkloadStage;

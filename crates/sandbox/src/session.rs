@@ -57,6 +57,19 @@ const RELAY_DRAIN_BUDGET: usize = 16 << 10;
 /// before the whole session is killed instead.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
+/// How long the launcher of a background process may take to fork it and exit.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The host's ends of a background process's standard streams ([`Session::spawn_background`]):
+/// closing `stdin` gives it end of file; `stdout` and `stderr` end when it (and whatever it
+/// started holding them) is gone.
+#[derive(Debug)]
+pub struct Background {
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
 /// One live sandbox.
 pub struct Session {
     control: OwnedFd,
@@ -151,23 +164,7 @@ impl Session {
                 reason: "arguments and variables cannot contain NUL bytes",
             });
         }
-        self.execs += 1;
-        let mut input = self.env.clone();
-        input.exec = self.execs;
-        input.declared = request
-            .env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect();
-        let env = environment::build(&input)
-            .into_iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string_lossy().into_owned(),
-                    v.to_string_lossy().into_owned(),
-                )
-            })
-            .collect();
+        let env = self.environment(request);
         let cwd = request
             .cwd
             .clone()
@@ -436,6 +433,151 @@ impl Session {
             duration: started.elapsed(),
             oom,
             stopped,
+        })
+    }
+
+    /// The environment of the session's next command with `request.env` added.
+    fn environment(&mut self, request: &ExecRequest) -> Vec<(String, String)> {
+        self.execs += 1;
+        let mut input = self.env.clone();
+        input.exec = self.execs;
+        input.declared = request
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        environment::build(&input)
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Starts `request.argv` in the background of the session (an MCP server, DESIGN §17) with
+    /// pipes for its standard streams, and returns the host's ends once it runs. It is workload
+    /// like any command — same namespaces, Landlock, seccomp, network and environment — started
+    /// by a `/bin/sh` launcher that exits at once, so the session's next command runs beside it;
+    /// it lives until it exits or the session closes (init's death kills it). `request.stdin`,
+    /// `timeout` and `capture_limit` are not used.
+    pub fn spawn_background(&mut self, request: &ExecRequest) -> Result<Background, SandboxError> {
+        let program = request.argv.first().cloned().unwrap_or_default();
+        if request.argv.is_empty() {
+            return Err(SandboxError::InvalidRequest {
+                reason: "the command is empty",
+            });
+        }
+        if request
+            .argv
+            .iter()
+            .chain(request.env.iter().flat_map(|(k, v)| [k, v]))
+            .any(|s| s.contains('\0'))
+        {
+            return Err(SandboxError::InvalidRequest {
+                reason: "arguments and variables cannot contain NUL bytes",
+            });
+        }
+        let env = self.environment(request);
+        let cwd = request
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.workspace.clone());
+        // The launcher's own streams are the pipes. A non-interactive shell gives an `&` job
+        // /dev/null as stdin before its own redirections apply, so the pipe is kept on fd 3
+        // first and handed over from there.
+        let mut argv = vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            "exec 3<&0; \"$@\" <&3 3<&- &".to_owned(),
+            "cordon-background".to_owned(),
+        ];
+        argv.extend(request.argv.iter().cloned());
+        let spec = ExecSpec {
+            argv,
+            cwd: cwd.clone(),
+            env,
+            terminal: None,
+        };
+        let pipe = || sys::fd::pipe().map_err(SandboxError::start("create a pipe"));
+        let (in_read, in_write) = pipe()?;
+        let (out_read, out_write) = pipe()?;
+        let (err_read, err_write) = pipe()?;
+        let sent = wire::send(
+            self.control.as_fd(),
+            &ToInit::Exec(spec),
+            &[in_read.as_fd(), out_write.as_fd(), err_write.as_fd()],
+        );
+        drop((in_read, out_write, err_write));
+        if let Err(e) = sent {
+            self.wait_ready()?;
+            return Err(SandboxError::Lost { source: Some(e) });
+        }
+        self.wait_ready()?;
+        let fail = |reason: String| SandboxError::Background {
+            program: program.clone(),
+            reason,
+        };
+        let deadline = Instant::now() + LAUNCH_TIMEOUT;
+        loop {
+            let mut polls = [Poll {
+                fd: self.control.as_raw_fd(),
+                readable: false,
+            }];
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as i32;
+            sys::fd::poll(&mut polls, wait).map_err(|e| SandboxError::Lost { source: Some(e) })?;
+            if !polls[0].readable {
+                // The launcher only forks; one that does not end is killed with its tree.
+                wire::send(self.control.as_fd(), &ToInit::KillTree, &[])
+                    .map_err(|e| SandboxError::Lost { source: Some(e) })?;
+                self.kill();
+                return Err(fail(format!(
+                    "its /bin/sh launcher did not finish within {} s",
+                    LAUNCH_TIMEOUT.as_secs()
+                )));
+            }
+            match wire::receive::<FromInit>(&self.control)
+                .map_err(|e| SandboxError::Lost { source: Some(e) })?
+            {
+                None => return Err(SandboxError::Lost { source: None }),
+                Some((FromInit::Exited { code: Some(0), .. }, _)) => break,
+                Some((FromInit::Exited { code, signal }, _)) => {
+                    return Err(fail(format!(
+                        "its /bin/sh launcher ended with {}",
+                        match (code, signal) {
+                            (_, Some(signal)) => format!("signal {signal}"),
+                            (code, None) => format!("status {}", code.unwrap_or(0)),
+                        }
+                    )));
+                }
+                Some((FromInit::SpawnFailed { stage, errno }, _)) => {
+                    let source = io::Error::from_raw_os_error(errno);
+                    return Err(match stage {
+                        WorkloadStage::Exec => fail(format!(
+                            "the session has no usable /bin/sh to launch it ({source})"
+                        )),
+                        WorkloadStage::Directory => {
+                            SandboxError::WorkingDirectory { path: cwd, source }
+                        }
+                        stage => SandboxError::Workload { stage, source },
+                    });
+                }
+                Some((other, _)) => {
+                    return Err(SandboxError::Setup {
+                        message: format!("unexpected message from init: {other:?}"),
+                    });
+                }
+            }
+        }
+        Ok(Background {
+            stdin: in_write,
+            stdout: out_read,
+            stderr: err_read,
         })
     }
 

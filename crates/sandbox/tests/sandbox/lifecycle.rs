@@ -184,3 +184,67 @@ fn a_background_writer_does_not_keep_exec_from_returning() {
     assert!(seen, "the command's own output was lost");
     session.close();
 }
+
+#[test]
+fn a_background_process_answers_on_its_pipes_beside_other_commands_until_the_session_closes() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let ws = workspace();
+    let marker = unique();
+    let mut session = open(ws.path());
+    let mut request = ExecRequest::new(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "echo \"started $MARK\" >&2; while read line; do echo \"$line\" >> seen; echo \"got $line\"; done"
+            .into(),
+    ]);
+    request.env.push(("MARK".into(), marker.clone()));
+    let background = session.spawn_background(&request).expect("it starts");
+    let mut input = std::fs::File::from(background.stdin);
+    let mut output = BufReader::new(std::fs::File::from(background.stdout));
+    let mut errors = BufReader::new(std::fs::File::from(background.stderr));
+    let mut line = String::new();
+    errors.read_line(&mut line).expect("stderr");
+    assert_eq!(line, format!("started {marker}\n"), "its own environment");
+    writeln!(input, "one").expect("write");
+    line.clear();
+    output.read_line(&mut line).expect("stdout");
+    assert_eq!(line, "got one\n");
+    // Another command runs while it lives, and sees what it wrote in the workspace, as the host
+    // does.
+    let out = sh(&mut session, "cat seen");
+    assert_eq!(stdout(&out), "one\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("seen")).expect("on the host"),
+        "one\n"
+    );
+    writeln!(input, "two").expect("write");
+    line.clear();
+    output.read_line(&mut line).expect("stdout");
+    assert_eq!(line, "got two\n", "still answering after the other command");
+    session.close();
+    // Closing killed it: its output ends.
+    let mut rest = Vec::new();
+    output.read_to_end(&mut rest).expect("read");
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+#[test]
+fn a_background_program_that_does_not_exist_reports_its_stderr_and_end() {
+    use std::io::Read;
+    let ws = workspace();
+    let mut session = open(ws.path());
+    let request = ExecRequest::new(vec!["/no/such/server".into()]);
+    let background = session.spawn_background(&request).expect("the launcher runs");
+    let mut errors = String::new();
+    std::fs::File::from(background.stderr)
+        .read_to_string(&mut errors)
+        .expect("stderr");
+    assert!(errors.contains("/no/such/server"), "{errors}");
+    // The control: the session still runs commands.
+    assert_eq!(stdout(&sh(&mut session, "echo alive")), "alive\n");
+    // An empty command is refused before anything runs.
+    let err = session
+        .spawn_background(&ExecRequest::new(Vec::new()))
+        .expect_err("refused");
+    assert!(matches!(err, SandboxError::InvalidRequest { .. }), "{err}");
+}
