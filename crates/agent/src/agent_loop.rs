@@ -168,7 +168,10 @@ pub fn run(spec: &AgentSpec, hooks: Hooks<'_>) -> Result<AgentOutcome, AgentErro
             deadline,
         };
         for call in calls {
-            let output = answer(&mut toolbox, &call, &mut cx, &spec.limits)?;
+            let output = match answer(&mut toolbox, &call, &mut cx, &spec.limits)? {
+                Answer::Message(message) => message,
+                Answer::Fatal(reason) => return Ok(AgentOutcome::Failed { reason }),
+            };
             let stuck = repeats.see(&call, &output);
             request.messages.push(output);
             if let Some(reason) = stuck {
@@ -229,13 +232,14 @@ fn answer(
     call: &ToolCall,
     cx: &mut Context<'_>,
     limits: &TruncateLimits,
-) -> Result<Message, AgentError> {
+) -> Result<Answer, AgentError> {
     console(cx.journal, console::call_line(call))?;
     cx.journal
         .event(Event::ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments_json(),
+            server: cx.custom.server(&call.name),
         })
         .map_err(AgentError::Journal)?;
     let outcome = match toolbox.call(call, cx) {
@@ -250,7 +254,7 @@ fn answer(
             return Err(err);
         }
     };
-    let Outcome { output, ok } = outcome;
+    let Outcome { output, ok, fatal } = outcome;
     let output = cx.journal.scrub(&output);
     let shown = if limits.exceeded_by(&output) {
         let blob = cx
@@ -272,11 +276,21 @@ fn answer(
     if !ok {
         console(cx.journal, console::failure_line(&shown))?;
     }
-    Ok(Message::Tool {
+    if fatal {
+        return Ok(Answer::Fatal(shown));
+    }
+    Ok(Answer::Message(Message::Tool {
         call_id: call.id.clone(),
         output: shown,
         is_error: !ok,
-    })
+    }))
+}
+
+/// A call's answer for the model, or the end of the attempt.
+enum Answer {
+    Message(Message),
+    /// The attempt cannot go on; the reason (a dead MCP server and its stderr).
+    Fatal(String),
 }
 
 /// One `step.output` chunk of the agent's console.

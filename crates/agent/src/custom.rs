@@ -18,6 +18,9 @@ pub struct CustomContext<'a> {
 pub struct CustomResult {
     pub ok: bool,
     pub output: String,
+    /// The attempt cannot go on (an MCP server died): the loop records the result, then ends
+    /// the attempt as failed with `output` as its reason.
+    pub fatal: bool,
 }
 
 /// Tools answered by the engine.
@@ -33,6 +36,12 @@ pub trait CustomTools {
         arguments: &str,
         cx: CustomContext<'_>,
     ) -> Result<CustomResult, JournalError>;
+
+    /// The MCP server a tool of [`CustomTools::specs`] belongs to, for `tool.call{server}`.
+    fn server(&self, name: &str) -> Option<String> {
+        let _ = name;
+        None
+    }
 }
 
 /// No custom tools (every step of a `steps` run).
@@ -53,6 +62,7 @@ impl CustomTools for NoCustomTools {
         Ok(CustomResult {
             ok: false,
             output: format!("error: there is no tool `{name}`"),
+            fatal: false,
         })
     }
 }

@@ -114,6 +114,10 @@ pub fn spec(tool: Tool) -> ToolSpec {
 pub(crate) struct Outcome {
     pub output: String,
     pub ok: bool,
+    /// The attempt ends here, failed with `output` (a custom tool's [`CustomResult::fatal`]).
+    ///
+    /// [`CustomResult::fatal`]: crate::CustomResult::fatal
+    pub fatal: bool,
 }
 
 impl Outcome {
@@ -121,6 +125,7 @@ impl Outcome {
         Outcome {
             output: output.into(),
             ok: true,
+            fatal: false,
         }
     }
 
@@ -128,6 +133,7 @@ impl Outcome {
         Outcome {
             output: output.into(),
             ok: false,
+            fatal: false,
         }
     }
 }
@@ -196,6 +202,7 @@ impl Toolbox {
             return Ok(Outcome {
                 output: answer.output,
                 ok: answer.ok,
+                fatal: answer.fatal,
             });
         }
         let Some(tool) = Tool::parse(&call.name).filter(|t| self.enabled.contains(t)) else {

@@ -130,6 +130,7 @@ impl AgentDriver for Instant_ {
                     id: "c1".into(),
                     name: tool.into(),
                     arguments: arguments.clone(),
+                    server: None,
                 })
                 .map_err(DriverError::Journal)?;
             let answer = tools

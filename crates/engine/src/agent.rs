@@ -28,6 +28,8 @@ pub struct AgentTask<'a> {
     pub feedback: &'a [String],
     /// Tools the engine answers itself (an outcome phase's `submit_tasks` / `submit_plan`).
     pub custom: Option<&'a std::cell::RefCell<dyn cordon_agent::CustomTools>>,
+    /// The run's secrets, for the values MCP servers' `env` names.
+    pub secrets: &'a crate::Secrets,
 }
 
 /// How an attempt ended: the `step.finished` fields the driver decides.

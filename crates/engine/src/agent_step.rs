@@ -271,6 +271,26 @@ impl AgentDriver for LoopDriver {
             workspace,
             limits: TruncateLimits::default(),
         };
+        let mut none = cordon_agent::NoCustomTools;
+        let mut custom = input.custom.map(std::cell::RefCell::borrow_mut);
+        let custom: &mut dyn cordon_agent::CustomTools = match custom.as_deref_mut() {
+            Some(tools) => tools,
+            None => &mut none,
+        };
+        // The step's MCP servers start in its session before the first model call; one that
+        // cannot fails the attempt with its stderr.
+        let deadline = spec.timeout.map(|t| std::time::Instant::now() + t);
+        let mut mcp = match crate::mcp::McpTools::start(
+            &step.mcp,
+            &agent.mcp_tools,
+            session,
+            input.secrets,
+            deadline,
+            custom,
+        ) {
+            Ok(tools) => tools,
+            Err(err) => return Ok(AgentVerdict::fail(err.0)),
+        };
         let execs = ExecLog::default();
         let mut host = SessionHost {
             session,
@@ -281,12 +301,6 @@ impl AgentDriver for LoopDriver {
             execs,
         };
         let journal = &mut journal;
-        let mut none = cordon_agent::NoCustomTools;
-        let mut custom = input.custom.map(std::cell::RefCell::borrow_mut);
-        let custom: &mut dyn cordon_agent::CustomTools = match custom.as_deref_mut() {
-            Some(tools) => tools,
-            None => &mut none,
-        };
         let outcome = cordon_agent::run(
             &spec,
             Hooks {
@@ -294,9 +308,10 @@ impl AgentDriver for LoopDriver {
                 host: &mut host,
                 journal: &mut *journal,
                 grants: &mut LockedGrants(&self.grants),
-                custom,
+                custom: &mut mcp,
             },
         );
+        mcp.close();
         journal.flush().map_err(DriverError::Journal)?;
         let outcome = outcome?;
         let final_text = match outcome {
@@ -824,6 +839,7 @@ steps:
             workspace: &workspace,
             feedback: &["the tests failed".to_owned()],
             custom: None,
+            secrets: &crate::Secrets::default(),
         };
         let verdict = driver
             .run(&input, &mut session, &mut journal)
@@ -944,6 +960,7 @@ steps:
             workspace: &workspace,
             feedback: &["step `test` failed in attempt 1: exit 1\nAssertionError".to_owned()],
             custom: None,
+            secrets: &crate::Secrets::default(),
         };
         driver
             .run(&input, &mut session, &mut Memory::default())
@@ -1017,6 +1034,7 @@ steps:
                 workspace: &workspace,
                 feedback: &[],
                 custom: None,
+                secrets: &crate::Secrets::default(),
             };
             runner
                 .run(&input, &mut session, &mut Memory::default())

@@ -695,6 +695,7 @@ impl<'a> Engine<'a> {
             workspace: &workspace,
             feedback: &feedback,
             custom,
+            secrets: self.cx.secrets,
         };
         // Every tool process runs watched when the run has a guard.
         if let (Some(guard), Some(monitor)) = (&self.guard, monitor) {

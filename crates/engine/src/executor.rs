@@ -161,6 +161,29 @@ pub trait StepSession {
     fn side_events(&self) -> Option<crate::side::SideEvents> {
         None
     }
+    /// Starts `argv`, with `env` added to the session's environment, in the background of the
+    /// session (an MCP server, DESIGN §17): workload like any command, its standard streams
+    /// piped to the host. It lives until it exits or the session closes. Sessions that cannot
+    /// (test fakes) say so.
+    fn spawn_background(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> Result<Background, ExecError> {
+        let _ = (argv, env);
+        Err(ExecError::Failed(
+            "this session cannot start background processes".to_owned(),
+        ))
+    }
     /// Ends the session and everything in it.
     fn close(self: Box<Self>);
+}
+
+/// The host's ends of a background process's standard streams
+/// ([`StepSession::spawn_background`]).
+#[derive(Debug)]
+pub struct Background {
+    pub stdin: std::os::fd::OwnedFd,
+    pub stdout: std::os::fd::OwnedFd,
+    pub stderr: std::os::fd::OwnedFd,
 }

@@ -16,6 +16,7 @@ mod error;
 pub mod executor;
 pub mod images;
 pub mod lane;
+pub mod mcp;
 pub mod outcome;
 mod output;
 mod preflight;

@@ -58,6 +58,14 @@ impl Secrets {
         Ok(Secrets { values })
     }
 
+    /// The value of the secret `name`, when it was declared and resolved.
+    pub fn value(&self, name: &SecretName) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, v)| v.as_str())
+    }
+
     /// The variables a step that lists `names` gets.
     pub fn env_for(&self, names: &[SecretName]) -> Vec<(String, String)> {
         let wanted: BTreeMap<&SecretName, ()> = names.iter().map(|n| (n, ())).collect();

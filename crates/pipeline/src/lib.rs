@@ -32,8 +32,8 @@ pub use isolation::{
     CACHES, Cpus, DEFAULT_CACHE_LIMIT, DEFAULT_OUTPUT_LIMIT, HostPath, Isolation, TOOLCHAINS,
 };
 pub use llm::Llm;
-pub use mcp::{McpServer, McpTransport, McpUrl, McpValue};
 pub use load::{Disk, Files, Loaded, load, load_str};
+pub use mcp::{McpServer, McpTransport, McpUrl, McpValue};
 pub use model::{
     Action, AgentStep, Budget, CommandSpec, CommandStep, DEFAULT_AGENTS_DIR, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_REPLANS, DEFAULT_MAX_REVISIONS, DEFAULT_MAX_TASKS,

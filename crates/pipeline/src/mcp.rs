@@ -448,7 +448,8 @@ mod tests {
 
     #[test]
     fn urls_are_http_or_https_with_a_host_and_a_port() {
-        let cases: &[(&str, Result<(&str, u16), &str>)] = &[
+        type Want = Result<(&'static str, u16), &'static str>;
+        let cases: &[(&str, Want)] = &[
             ("https://mcp.example.com/mcp", Ok(("mcp.example.com", 443))),
             ("http://127.0.0.1:8931/mcp", Ok(("127.0.0.1", 8931))),
             ("http://[::1]:9000/", Ok(("::1", 9000))),

@@ -343,6 +343,9 @@ pub enum Event {
         id: String,
         name: String,
         arguments: serde_json::Value,
+        /// The MCP server whose tool this is (DESIGN §17); absent for cordon's own tools.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
     },
     #[serde(rename = "tool.result")]
     ToolResult {

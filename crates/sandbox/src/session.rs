@@ -520,58 +520,51 @@ impl Session {
             program: program.clone(),
             reason,
         };
-        let deadline = Instant::now() + LAUNCH_TIMEOUT;
-        loop {
-            let mut polls = [Poll {
-                fd: self.control.as_raw_fd(),
-                readable: false,
-            }];
-            let wait = deadline
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(i32::MAX as u128) as i32;
-            sys::fd::poll(&mut polls, wait).map_err(|e| SandboxError::Lost { source: Some(e) })?;
-            if !polls[0].readable {
-                // The launcher only forks; one that does not end is killed with its tree.
-                wire::send(self.control.as_fd(), &ToInit::KillTree, &[])
-                    .map_err(|e| SandboxError::Lost { source: Some(e) })?;
-                self.kill();
+        // Init answers the launcher's exec with its end (or why it could not start).
+        let mut polls = [Poll {
+            fd: self.control.as_raw_fd(),
+            readable: false,
+        }];
+        let wait = LAUNCH_TIMEOUT.as_millis().min(i32::MAX as u128) as i32;
+        sys::fd::poll(&mut polls, wait).map_err(|e| SandboxError::Lost { source: Some(e) })?;
+        if !polls[0].readable {
+            // The launcher only forks; one that does not end is killed with the session.
+            self.kill();
+            return Err(fail(format!(
+                "its /bin/sh launcher did not finish within {} s",
+                LAUNCH_TIMEOUT.as_secs()
+            )));
+        }
+        match wire::receive::<FromInit>(&self.control)
+            .map_err(|e| SandboxError::Lost { source: Some(e) })?
+        {
+            None => return Err(SandboxError::Lost { source: None }),
+            Some((FromInit::Exited { code: Some(0), .. }, _)) => {}
+            Some((FromInit::Exited { code, signal }, _)) => {
                 return Err(fail(format!(
-                    "its /bin/sh launcher did not finish within {} s",
-                    LAUNCH_TIMEOUT.as_secs()
+                    "its /bin/sh launcher ended with {}",
+                    match (code, signal) {
+                        (_, Some(signal)) => format!("signal {signal}"),
+                        (code, None) => format!("status {}", code.unwrap_or(0)),
+                    }
                 )));
             }
-            match wire::receive::<FromInit>(&self.control)
-                .map_err(|e| SandboxError::Lost { source: Some(e) })?
-            {
-                None => return Err(SandboxError::Lost { source: None }),
-                Some((FromInit::Exited { code: Some(0), .. }, _)) => break,
-                Some((FromInit::Exited { code, signal }, _)) => {
-                    return Err(fail(format!(
-                        "its /bin/sh launcher ended with {}",
-                        match (code, signal) {
-                            (_, Some(signal)) => format!("signal {signal}"),
-                            (code, None) => format!("status {}", code.unwrap_or(0)),
-                        }
-                    )));
-                }
-                Some((FromInit::SpawnFailed { stage, errno }, _)) => {
-                    let source = io::Error::from_raw_os_error(errno);
-                    return Err(match stage {
-                        WorkloadStage::Exec => fail(format!(
-                            "the session has no usable /bin/sh to launch it ({source})"
-                        )),
-                        WorkloadStage::Directory => {
-                            SandboxError::WorkingDirectory { path: cwd, source }
-                        }
-                        stage => SandboxError::Workload { stage, source },
-                    });
-                }
-                Some((other, _)) => {
-                    return Err(SandboxError::Setup {
-                        message: format!("unexpected message from init: {other:?}"),
-                    });
-                }
+            Some((FromInit::SpawnFailed { stage, errno }, _)) => {
+                let source = io::Error::from_raw_os_error(errno);
+                return Err(match stage {
+                    WorkloadStage::Exec => fail(format!(
+                        "the session has no usable /bin/sh to launch it ({source})"
+                    )),
+                    WorkloadStage::Directory => {
+                        SandboxError::WorkingDirectory { path: cwd, source }
+                    }
+                    stage => SandboxError::Workload { stage, source },
+                });
+            }
+            Some((other, _)) => {
+                return Err(SandboxError::Setup {
+                    message: format!("unexpected message from init: {other:?}"),
+                });
             }
         }
         Ok(Background {

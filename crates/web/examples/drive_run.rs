@@ -186,6 +186,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         id: "c1".into(),
                         name: "bash".into(),
                         arguments: serde_json::json!({"command": "pytest -q"}),
+                        server: None,
                     },
                 )?;
                 append(
@@ -318,6 +319,7 @@ fn transcript(store: &Store, run: RunId) -> Result<(), Box<dyn std::error::Error
             id: format!("call_{i}"),
             name: "bash".into(),
             arguments: serde_json::json!({"command": format!("pytest -q tests/test_{i}.py")}),
+            server: None,
         })?;
         append(Event::ToolResult {
             id: format!("call_{i}"),

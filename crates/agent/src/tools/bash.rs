@@ -104,7 +104,11 @@ impl Bash {
         } else if result.is_empty() {
             result.push_str("(no output)");
         }
-        Ok(Outcome { output: result, ok })
+        Ok(Outcome {
+            output: result,
+            ok,
+            fatal: false,
+        })
     }
 }
 

@@ -67,6 +67,7 @@ fn malformed_arguments_go_back_to_the_model_as_errors() {
                 .unwrap_or_default(),
             name: "bash".to_owned(),
             arguments: json!("{\"command\": \"ls"),
+            server: None,
         })
     );
 }

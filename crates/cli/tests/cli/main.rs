@@ -18,6 +18,7 @@ mod image;
 mod init;
 mod lane;
 mod logs;
+mod mcp;
 mod outcome;
 mod policy;
 mod proxy;

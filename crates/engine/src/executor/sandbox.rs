@@ -362,6 +362,22 @@ impl StepSession for Live {
         self.events.clone()
     }
 
+    fn spawn_background(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> Result<crate::executor::Background, ExecError> {
+        let mut request = ExecRequest::new(argv.to_vec());
+        request.env.clone_from(&self.env);
+        request.env.extend(env.iter().cloned());
+        let started = self.session.spawn_background(&request).map_err(convert)?;
+        Ok(crate::executor::Background {
+            stdin: started.stdin,
+            stdout: started.stdout,
+            stderr: started.stderr,
+        })
+    }
+
     fn close(self: Box<Self>) {
         let Live {
             session,

@@ -297,7 +297,11 @@ fn refusal(tool: &str, problems: &[String]) -> CustomResult {
         output,
         "Fix every problem and call `{tool}` again with the whole submission."
     );
-    CustomResult { ok: false, output }
+    CustomResult {
+        ok: false,
+        output,
+        fatal: false,
+    }
 }
 
 /// `submit_tasks` for the decompose phase.
@@ -365,7 +369,11 @@ impl CustomTools for SubmitTasks {
                     tasks: tasks.clone(),
                 })?;
                 self.accepted = Some(tasks);
-                Ok(CustomResult { ok: true, output })
+                Ok(CustomResult {
+                    ok: true,
+                    output,
+                    fatal: false,
+                })
             }
         }
     }
@@ -471,7 +479,11 @@ impl CustomTools for SubmitPlan {
         }
         output.push_str("\nFinish now with a one-line summary.");
         self.accepted = Some(plan);
-        Ok(CustomResult { ok: true, output })
+        Ok(CustomResult {
+            ok: true,
+            output,
+            fatal: false,
+        })
     }
 }
 

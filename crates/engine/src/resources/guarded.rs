@@ -97,6 +97,19 @@ impl StepSession for GuardedSession {
         Some(self.events.clone())
     }
 
+    // A background process (an MCP server) is the session's like any workload: the session's
+    // memory cap and tmpfs bound it, and the guard samples the session as a whole.
+    fn spawn_background(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> Result<crate::executor::Background, ExecError> {
+        if let Some(reason) = self.monitor.borrow().exhausted() {
+            return Err(ExecError::Failed(reason.to_owned()));
+        }
+        self.inner.spawn_background(argv, env)
+    }
+
     fn close(self: Box<Self>) {
         self.inner.close();
     }

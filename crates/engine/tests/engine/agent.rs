@@ -40,6 +40,7 @@ impl AgentDriver for Reviewer {
                 id: "1".into(),
                 name: "write_file".into(),
                 arguments: serde_json::json!({"path": "review.md"}),
+                server: None,
             })
             .map_err(journal_error)?;
         std::fs::write(
@@ -123,6 +124,7 @@ impl AgentDriver for Caller {
                 id: "call-1".into(),
                 name: "bash".into(),
                 arguments: serde_json::json!({"command": "make"}),
+                server: None,
             })
             .map_err(journal_error)?;
         journal

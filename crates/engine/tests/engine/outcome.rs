@@ -162,6 +162,7 @@ impl AgentDriver for Roles {
                     id: id.clone(),
                     name: name.into(),
                     arguments: arguments.clone(),
+                    server: None,
                 })
                 .map_err(DriverError::Journal)?;
             let tools = task.custom.expect("the phase offers its own tool");

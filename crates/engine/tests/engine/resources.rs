@@ -281,6 +281,7 @@ impl AgentDriver for Filler {
                 id: "call-1".into(),
                 name: "bash".into(),
                 arguments: serde_json::json!({"command": "fill"}),
+                server: None,
             })
             .map_err(journal_error)?;
         let result = session

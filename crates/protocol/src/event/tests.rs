@@ -180,6 +180,7 @@ fn every_kind() -> Vec<Event> {
             id: "1".into(),
             name: "bash".into(),
             arguments: serde_json::json!({"command": "ls"}),
+            server: None,
         },
         Event::ToolResult {
             id: "1".into(),

@@ -234,7 +234,9 @@ fn a_background_program_that_does_not_exist_reports_its_stderr_and_end() {
     let ws = workspace();
     let mut session = open(ws.path());
     let request = ExecRequest::new(vec!["/no/such/server".into()]);
-    let background = session.spawn_background(&request).expect("the launcher runs");
+    let background = session
+        .spawn_background(&request)
+        .expect("the launcher runs");
     let mut errors = String::new();
     std::fs::File::from(background.stderr)
         .read_to_string(&mut errors)

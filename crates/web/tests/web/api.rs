@@ -324,6 +324,7 @@ async fn each_attempt_has_its_conversation_and_its_diff_is_served_as_text_but_no
             id: "c1".into(),
             name: "bash".into(),
             arguments: serde_json::json!({"command": "pytest"}),
+            server: None,
         },
         Event::ToolResult {
             id: "c1".into(),

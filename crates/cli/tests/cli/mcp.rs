@@ -1,0 +1,279 @@
+//! MCP tool servers (DESIGN §17): a stdio server written for these tests (`mcp/server.py`,
+//! speaking the protocol's JSON-RPC over stdio) is started inside the agent step's sandbox; a
+//! scripted model calls its tools through the tool loop. Judged on the host: its writes land in
+//! the workspace, it cannot read the state directory beside it, its secret is scrubbed from the
+//! log, its tools reach the OpenAI and the Anthropic request formats filtered by `tools:`, and a
+//! server that fails fails the attempt with its stderr.
+
+use crate::agent_run::{chat, events, openai_server};
+use crate::run::{Fixture, git, stderr};
+
+const SERVER: &str = include_str!("mcp/server.py");
+const TOKEN: &str = "mcp-token-0123456789-secret";
+
+/// A pipeline whose agent `dev` has the MCP servers `mcp` (YAML list items) under `llm`.
+fn fixture(llm: &str, mcp: &str, tools: &str) -> Fixture {
+    let pipeline = format!(
+        "name: mcp\nllm: {llm}\nsecrets:\n  tok: {{from: env, key: CORDON_MCP_TOKEN}}\nsteps:\n  - name: dev\n    agent: dev\n    prompt: Use the notes tools.\n    timeout: 120\n    mcp:\n{mcp}"
+    );
+    let f = Fixture::new(&pipeline);
+    std::fs::create_dir(f.ws.join("agents")).expect("mkdir");
+    std::fs::write(
+        f.ws.join("agents/dev.agent.md"),
+        format!("---\nname: dev\ntools: {tools}\n---\nDo the task.\n"),
+    )
+    .expect("write");
+    std::fs::write(f.ws.join("mcp_server.py"), SERVER).expect("write");
+    git(&f.ws, &["add", "-A"]);
+    git(&f.ws, &["commit", "-q", "-m", "agents"]);
+    f
+}
+
+fn openai(url: &str) -> String {
+    format!("{{provider: openai, model: m, base_url: '{url}', api_key_env: CORDON_E2E_KEY}}")
+}
+
+const NOTES: &str = "      - {name: notes, command: [python3, mcp_server.py], env: {GREETING: hello, TOKEN: {secret: tok}}}\n";
+
+fn run(f: &Fixture) -> std::process::Output {
+    f.cordon(&["run", "--no-ui"])
+        .env("CORDON_E2E_KEY", "sk-test")
+        .env("CORDON_MCP_TOKEN", TOKEN)
+        .output()
+        .expect("cordon run")
+}
+
+/// The `tool.result` outputs of the run, in order.
+fn results(f: &Fixture) -> Vec<String> {
+    events(f)
+        .into_iter()
+        .filter(|e| e["type"] == "tool.result")
+        .map(|e| e["data"]["output"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn an_mcp_server_runs_inside_the_sandbox_and_its_tools_reach_the_model() {
+    let (url, seen) = openai_server(vec![
+        chat(
+            None,
+            &[(
+                "c1",
+                "notes__write_note",
+                serde_json::json!({"name": "from-mcp.txt", "text": "written by the server"}),
+            )],
+        ),
+        chat(
+            None,
+            &[(
+                "c2",
+                "notes__read_path",
+                serde_json::json!({"path": "from-mcp.txt"}),
+            )],
+        ),
+        // A canary beside the workspace on the host.
+        chat(
+            None,
+            &[(
+                "c3",
+                "notes__read_path",
+                serde_json::json!({"path": "../canary.txt"}),
+            )],
+        ),
+        chat(
+            None,
+            &[("c4", "notes__env", serde_json::json!({"name": "TOKEN"}))],
+        ),
+        chat(
+            None,
+            &[("c5", "notes__env", serde_json::json!({"name": "GREETING"}))],
+        ),
+        chat(Some("done"), &[]),
+    ]);
+    let f = fixture(
+        &openai(&url),
+        &format!("{NOTES}      - {{name: other, command: [python3, mcp_server.py]}}\n"),
+        "[bash, notes__*]",
+    );
+    let canary = f.ws.parent().expect("parent").join("canary.txt");
+    std::fs::write(&canary, "the host's canary").expect("write");
+    let out = run(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+
+    // Its write landed in the workspace, on the host; its read of the workspace is the control
+    // for the canary's.
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("from-mcp.txt")).expect("the server's write"),
+        "written by the server"
+    );
+    let results = results(&f);
+    assert!(
+        results[0].starts_with("wrote from-mcp.txt in "),
+        "{results:?}"
+    );
+    assert_eq!(results[1], "written by the server");
+    assert!(results[2].starts_with("cannot read"), "{results:?}");
+    assert!(!results[2].contains("canary"), "{results:?}");
+    // Its secret reached it and is scrubbed from the log; a plain variable is not.
+    assert_eq!(results[3], "[secret:tok]");
+    assert_eq!(results[4], "hello");
+    let log = f
+        .cordon(&["logs", "--last", "--json"])
+        .output()
+        .expect("logs")
+        .stdout;
+    assert!(
+        !String::from_utf8_lossy(&log).contains(TOKEN),
+        "the token is never in the log"
+    );
+    // Each call is a tool.call with its server.
+    let calls: Vec<(String, String)> = events(&f)
+        .into_iter()
+        .filter(|e| e["type"] == "tool.call")
+        .map(|e| {
+            (
+                e["data"]["name"].as_str().unwrap_or_default().to_owned(),
+                e["data"]["server"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    assert_eq!(
+        calls[0],
+        ("notes__write_note".to_owned(), "notes".to_owned())
+    );
+    assert!(
+        calls.iter().all(|(_, server)| server == "notes"),
+        "{calls:?}"
+    );
+    // The model was offered the server's tools with their schemas, in OpenAI's format, beside
+    // the built-ins; `tools:` kept `other`'s out.
+    let requests = seen.lock().expect("lock").clone();
+    let body = &requests[0];
+    assert!(
+        body.contains("\"name\":\"notes__write_note\"")
+            && body.contains("Writes a note file in the working directory.")
+            && body.contains("\"required\":[\"name\",\"text\"]"),
+        "{body}"
+    );
+    assert!(body.contains("\"name\":\"bash\""), "{body}");
+    assert!(!body.contains("other__"), "{body}");
+}
+
+#[test]
+fn mcp_tools_reach_the_anthropic_request_format_too() {
+    let reply = |content: serde_json::Value| {
+        serde_json::json!({"id": "msg", "type": "message", "role": "assistant", "model": "m",
+            "content": content, "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 2}})
+    };
+    let (url, seen) = openai_server(vec![
+        reply(
+            serde_json::json!([{"type": "tool_use", "id": "t1", "name": "notes__echo",
+            "input": {"text": "through anthropic"}}]),
+        ),
+        reply(serde_json::json!([{"type": "text", "text": "done"}])),
+    ]);
+    let base = url.trim_end_matches("/v1");
+    let f = fixture(
+        &format!(
+            "{{provider: anthropic, model: m, base_url: '{base}', api_key_env: CORDON_E2E_KEY}}"
+        ),
+        NOTES,
+        "[read_file, notes__echo]",
+    );
+    let out = run(&f);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let requests = seen.lock().expect("lock").clone();
+    let body = &requests[0];
+    assert!(
+        body.contains("\"name\":\"notes__echo\"")
+            && body.contains("\"input_schema\":{")
+            && body.contains("Returns its text."),
+        "{body}"
+    );
+    // Only the listed tools: `notes__echo`, not the server's others.
+    assert!(!body.contains("notes__write_note"), "{body}");
+    assert_eq!(results(&f), ["through anthropic"]);
+    assert!(requests[1].contains("through anthropic"), "{}", requests[1]);
+}
+
+#[test]
+fn a_server_that_fails_fails_the_attempt_with_its_stderr() {
+    // One that exits before its handshake: the model is never asked.
+    let (url, seen) = openai_server(Vec::new());
+    let f = fixture(
+        &openai(&url),
+        "      - {name: tickets, command: [python3, mcp_server.py, --fail-at-start]}\n",
+        "[bash]",
+    );
+    let out = run(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("MCP server `tickets` failed its handshake")
+            && err.contains("cannot open the ticket database: permission denied"),
+        "{err}"
+    );
+    assert!(seen.lock().expect("lock").is_empty());
+
+    // One that dies during a call: the attempt ends there, with what it said.
+    let (url, seen) = openai_server(vec![
+        chat(None, &[("c1", "notes__crash", serde_json::json!({}))]),
+        chat(Some("never asked"), &[]),
+    ]);
+    let f = fixture(&openai(&url), NOTES, "[bash]");
+    let out = run(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("MCP server `notes` failed during `crash`")
+            && err.contains("the ticket service went away"),
+        "{err}"
+    );
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        1,
+        "no call after the server died"
+    );
+    let finished = events(&f)
+        .into_iter()
+        .find(|e| e["type"] == "step.finished")
+        .expect("step.finished");
+    assert_eq!(finished["data"]["verdict"], "fail");
+}
+
+#[test]
+fn a_server_past_cordons_bounds_or_with_colliding_names_fails_the_attempt_naming_it() {
+    let cases = [
+        (
+            "--collide",
+            "offers `find_files`, which becomes the tool name `tickets__find_files` that another tool already has",
+        ),
+        (
+            "--many-tools",
+            "MCP server `tickets` offers 135 tools, more than the 128 cordon takes from one server",
+        ),
+        (
+            "--huge-schema",
+            "MCP server `tickets`'s tool `echo` has an input schema of",
+        ),
+    ];
+    for (flag, want) in cases {
+        let (url, seen) = openai_server(Vec::new());
+        let f = fixture(
+            &openai(&url),
+            &format!("      - {{name: tickets, command: [python3, mcp_server.py, '{flag}']}}\n"),
+            "[bash]",
+        );
+        let out = run(&f);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {err}");
+        assert!(err.contains(want), "{flag}: {err}");
+        assert!(
+            seen.lock().expect("lock").is_empty(),
+            "{flag}: the model is never asked"
+        );
+    }
+}

@@ -1,0 +1,570 @@
+//! MCP tool servers of an agent attempt (DESIGN §17, §18): each stdio server is started inside
+//! the attempt's sandbox session when the attempt begins, before the first model call, and
+//! spoken to over its pipes with the protocol's SDK (`rmcp`); its tools are offered to the model
+//! as `<server>__<tool>` beside the built-ins, answered by [`McpTools`] as custom tools (logged as
+//! `tool.call{server}` / `tool.result`).
+//!
+//! A server is workload: whatever it sends is hostile input. Its JSON-RPC lines are bounded
+//! ([`MAX_LINE`]), its handshake and listing have a deadline ([`HANDSHAKE`]), each call the
+//! step's remaining time (at most [`MAX_CALL`]), its tools are counted ([`MAX_TOOLS`]), their
+//! schemas bounded ([`MAX_SCHEMA`]) and their names reduced to what providers take; its stderr
+//! is kept as a bounded tail for the message when it fails. Results are cut by the agent loop
+//! like every tool's output.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cordon_agent::{CustomContext, CustomResult, CustomTools, JournalError, ToolSpec};
+use cordon_pipeline::{McpServer, McpTransport, McpValue};
+use rmcp::model::{CallToolRequestParams, ContentBlock};
+use rmcp::service::{RoleClient, RunningService, ServiceExt};
+use rmcp::transport::async_rw::AsyncRwTransport;
+
+use crate::executor::StepSession;
+use crate::secrets::Secrets;
+
+/// The longest JSON-RPC line a server may send.
+pub const MAX_LINE: usize = 4 << 20;
+/// How long a server has to start, answer `initialize` and list its tools.
+pub const HANDSHAKE: Duration = Duration::from_secs(30);
+/// The longest one call may take (less when the step's `timeout` ends sooner).
+pub const MAX_CALL: Duration = Duration::from_secs(600);
+/// The most tools one server may offer.
+pub const MAX_TOOLS: usize = 128;
+/// The largest input schema of one tool, as JSON.
+pub const MAX_SCHEMA: usize = 64 << 10;
+/// The most bytes of a description offered to the model.
+const MAX_DESCRIPTION: usize = 4 << 10;
+/// How much of a server's stderr is kept for the message when it fails.
+const STDERR_TAIL: usize = 4 << 10;
+/// The longest tool name providers take.
+const MAX_NAME: usize = 64;
+
+/// Why the servers could not be started: the attempt fails with this.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(pub String);
+
+/// The attempt's servers and the tools they offer, in front of the engine's other custom tools.
+pub struct McpTools<'a> {
+    inner: &'a mut dyn CustomTools,
+    /// The client's runtime, made only when there are servers.
+    runtime: Option<tokio::runtime::Runtime>,
+    servers: Vec<Connected>,
+    offered: Vec<Offered>,
+    deadline: Option<Instant>,
+}
+
+struct Connected {
+    name: String,
+    client: RunningService<RoleClient, ()>,
+    stderr: Tail,
+}
+
+struct Offered {
+    /// The name the model calls.
+    name: String,
+    server: usize,
+    /// The server's own name of the tool.
+    tool: String,
+    spec: ToolSpec,
+}
+
+/// The last [`STDERR_TAIL`] bytes a server wrote to stderr, filled by a thread of its own
+/// (which sets the flag at end of file).
+#[derive(Clone, Default)]
+struct Tail(Arc<(Mutex<Vec<u8>>, std::sync::atomic::AtomicBool)>);
+
+impl Tail {
+    fn follow(fd: OwnedFd) -> Tail {
+        let tail = Tail::default();
+        let kept = tail.clone();
+        std::thread::spawn(move || {
+            let mut file = std::fs::File::from(fd);
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = file.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut bytes) = kept.0.0.lock() {
+                    bytes.extend_from_slice(&buf[..n]);
+                    let over = bytes.len().saturating_sub(STDERR_TAIL);
+                    bytes.drain(..over);
+                }
+            }
+            kept.0.1.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        tail
+    }
+
+    /// What it holds, on one line, escaped for the terminal and the log — after waiting a
+    /// moment for the end of a server that is going away.
+    fn text(&self) -> String {
+        let until = Instant::now() + Duration::from_secs(1);
+        while !self.0.1.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let bytes = self.0.0.lock().map(|b| b.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        cordon_protocol::text::escape_line(text.trim_end()).into_owned()
+    }
+}
+
+impl<'a> McpTools<'a> {
+    /// Starts every server of `servers` in `session` and lists their tools, keeping those
+    /// `patterns` (the agent's `tools:` MCP entries; empty: all) match. `deadline`: the step's.
+    pub fn start(
+        servers: &[McpServer],
+        patterns: &[String],
+        session: &mut dyn StepSession,
+        secrets: &Secrets,
+        deadline: Option<Instant>,
+        inner: &'a mut dyn CustomTools,
+    ) -> Result<McpTools<'a>, StartError> {
+        let runtime = if servers.is_empty() {
+            None
+        } else {
+            Some(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        StartError(format!("cannot start the MCP client's runtime: {e}"))
+                    })?,
+            )
+        };
+        let mut tools = McpTools {
+            inner,
+            runtime,
+            servers: Vec::new(),
+            offered: Vec::new(),
+            deadline,
+        };
+        let mut taken: BTreeSet<String> = tools.inner.specs().into_iter().map(|s| s.name).collect();
+        taken.extend(
+            cordon_pipeline::Tool::ALL
+                .iter()
+                .map(|t| t.as_str().to_owned()),
+        );
+        for server in servers {
+            let connected = match &server.transport {
+                McpTransport::Stdio { command, env } => {
+                    tools.stdio(server, command, env, session, secrets)?
+                }
+                McpTransport::Http { url, .. } => {
+                    return Err(StartError(format!(
+                        "MCP server `{}` is at {url}: this build of cordon starts stdio servers \
+                         (`command`) only",
+                        server.name
+                    )));
+                }
+            };
+            let index = tools.servers.len();
+            let listed = tools.list(&connected)?;
+            for tool in listed {
+                let original = format!("{}__{}", server.name, tool.name);
+                if !patterns.is_empty() && !patterns.iter().any(|p| matches(p, &original)) {
+                    continue;
+                }
+                let name = reduced(&original);
+                if !taken.insert(name.clone()) {
+                    return Err(StartError(format!(
+                        "MCP server `{}` offers `{}`, which becomes the tool name `{name}` that \
+                         another tool already has; rename the server or filter its tools with \
+                         `tools:`",
+                        server.name,
+                        cordon_protocol::text::escape_line(&tool.name)
+                    )));
+                }
+                tools.offered.push(Offered {
+                    spec: ToolSpec {
+                        name: name.clone(),
+                        description: tool.description,
+                        parameters: tool.schema,
+                    },
+                    name,
+                    server: index,
+                    tool: tool.name,
+                });
+            }
+            tools.servers.push(connected);
+        }
+        Ok(tools)
+    }
+
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime, StartError> {
+        self.runtime
+            .as_ref()
+            .ok_or_else(|| StartError("the MCP client's runtime is not running".to_owned()))
+    }
+
+    fn stdio(
+        &self,
+        server: &McpServer,
+        command: &[String],
+        env: &[(cordon_pipeline::EnvName, McpValue)],
+        session: &mut dyn StepSession,
+        secrets: &Secrets,
+    ) -> Result<Connected, StartError> {
+        let name = &server.name;
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(key, value)| {
+                let value = match value {
+                    McpValue::Text(text) => text.clone(),
+                    McpValue::Secret(secret) => secrets
+                        .value(secret)
+                        .ok_or_else(|| {
+                            StartError(format!(
+                                "MCP server `{name}` names the secret `{secret}`, which the run \
+                                 did not resolve"
+                            ))
+                        })?
+                        .to_owned(),
+                };
+                Ok((key.to_string(), value))
+            })
+            .collect::<Result<_, StartError>>()?;
+        let started = session
+            .spawn_background(command, &env)
+            .map_err(|e| StartError(format!("MCP server `{name}` could not be started: {e}")))?;
+        let stderr = Tail::follow(started.stderr);
+        let runtime = self.runtime()?;
+        let _guard = runtime.enter();
+        let read = tokio::net::unix::pipe::Receiver::from_owned_fd(started.stdout)
+            .map_err(|e| StartError(format!("MCP server `{name}`: its stdout: {e}")))?;
+        let write = tokio::net::unix::pipe::Sender::from_owned_fd(started.stdin)
+            .map_err(|e| StartError(format!("MCP server `{name}`: its stdin: {e}")))?;
+        let transport = AsyncRwTransport::new_client(read, write).with_max_line_length(MAX_LINE);
+        let client = runtime
+            .block_on(async { tokio::time::timeout(HANDSHAKE, ().serve(transport)).await })
+            .map_err(|_| {
+                failed(
+                    name,
+                    &format!(
+                        "did not answer `initialize` within {} s",
+                        HANDSHAKE.as_secs()
+                    ),
+                    &stderr,
+                )
+            })?
+            .map_err(|e| failed(name, &format!("failed its handshake: {e}"), &stderr))?;
+        Ok(Connected {
+            name: name.clone(),
+            client,
+            stderr,
+        })
+    }
+
+    /// The server's tools, checked and bounded.
+    fn list(&self, server: &Connected) -> Result<Vec<Listed>, StartError> {
+        let name = &server.name;
+        let tools = self
+            .runtime()?
+            .block_on(async {
+                tokio::time::timeout(HANDSHAKE, server.client.list_all_tools()).await
+            })
+            .map_err(|_| {
+                failed(
+                    name,
+                    &format!("did not list its tools within {} s", HANDSHAKE.as_secs()),
+                    &server.stderr,
+                )
+            })?
+            .map_err(|e| {
+                failed(
+                    name,
+                    &format!("could not list its tools: {e}"),
+                    &server.stderr,
+                )
+            })?;
+        if tools.len() > MAX_TOOLS {
+            return Err(StartError(format!(
+                "MCP server `{name}` offers {} tools, more than the {MAX_TOOLS} cordon takes from \
+                 one server",
+                tools.len()
+            )));
+        }
+        tools
+            .into_iter()
+            .map(|tool| {
+                let schema = serde_json::Value::Object((*tool.input_schema).clone());
+                let size = schema.to_string().len();
+                if size > MAX_SCHEMA {
+                    return Err(StartError(format!(
+                        "MCP server `{name}`'s tool `{}` has an input schema of {size} bytes, \
+                         more than the {} KiB cordon takes",
+                        cordon_protocol::text::escape_line(&tool.name),
+                        MAX_SCHEMA >> 10
+                    )));
+                }
+                let description = tool
+                    .description
+                    .as_deref()
+                    .map(|d| cut(d, MAX_DESCRIPTION))
+                    .unwrap_or_default();
+                Ok(Listed {
+                    name: tool.name.to_string(),
+                    description,
+                    schema,
+                })
+            })
+            .collect()
+    }
+
+    /// The time one call may take now.
+    fn call_limit(&self) -> Duration {
+        match self.deadline {
+            Some(deadline) => deadline
+                .saturating_duration_since(Instant::now())
+                .min(MAX_CALL),
+            None => MAX_CALL,
+        }
+    }
+
+    fn call_mcp(&self, offered: &Offered, arguments: &str) -> CustomResult {
+        let server = &self.servers[offered.server];
+        let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
+            Ok(serde_json::Value::Object(map)) => Some(map),
+            Ok(serde_json::Value::Null) => None,
+            Ok(_) | Err(_) if arguments.trim().is_empty() => None,
+            Ok(other) => {
+                return refusal(format!(
+                    "error: the arguments of `{}` must be a JSON object, not {}",
+                    offered.name,
+                    kind(&other)
+                ));
+            }
+            Err(e) => {
+                return refusal(format!(
+                    "error: the arguments of `{}` are not JSON: {e}",
+                    offered.name
+                ));
+            }
+        };
+        let mut params = CallToolRequestParams::new(offered.tool.clone());
+        params.arguments = arguments;
+        let limit = self.call_limit();
+        let Some(runtime) = &self.runtime else {
+            return refusal("error: no MCP server is running".to_owned());
+        };
+        let answer = runtime
+            .block_on(async { tokio::time::timeout(limit, server.client.call_tool(params)).await });
+        match answer {
+            Err(_) => CustomResult {
+                ok: false,
+                output: format!(
+                    "MCP server `{}` did not answer `{}` within {} s",
+                    server.name,
+                    offered.tool,
+                    limit.as_secs()
+                ),
+                fatal: true,
+            },
+            // A tool error the server reports is the tool's answer; a broken transport is the
+            // server's end.
+            Ok(Err(rmcp::service::ServiceError::McpError(e))) => {
+                refusal(format!("error: {}", cut(&e.message, MAX_DESCRIPTION)))
+            }
+            Ok(Err(e)) => CustomResult {
+                ok: false,
+                output: failed(
+                    &server.name,
+                    &format!("failed during `{}`: {e}", offered.tool),
+                    &server.stderr,
+                )
+                .0,
+                fatal: true,
+            },
+            Ok(Ok(result)) => {
+                let mut parts = Vec::new();
+                for block in &result.content {
+                    match block {
+                        ContentBlock::Text(text) => parts.push(text.text.clone()),
+                        ContentBlock::Image(image) => {
+                            parts.push(format!("[an image, {}]", image.mime_type));
+                        }
+                        ContentBlock::Audio(audio) => {
+                            parts.push(format!("[audio, {}]", audio.mime_type));
+                        }
+                        ContentBlock::Resource(resource) => {
+                            parts.push(
+                                serde_json::to_string(&resource.resource).unwrap_or_default(),
+                            );
+                        }
+                        ContentBlock::ResourceLink(link) => {
+                            parts.push(format!("[a resource: {}]", link.uri));
+                        }
+                        // A kind of content newer than this client: named, not shown.
+                        _ => parts.push("[content of a kind cordon does not show]".to_owned()),
+                    }
+                }
+                if parts.is_empty()
+                    && let Some(structured) = &result.structured_content
+                {
+                    parts.push(structured.to_string());
+                }
+                CustomResult {
+                    ok: result.is_error != Some(true),
+                    output: parts.join("\n"),
+                    fatal: false,
+                }
+            }
+        }
+    }
+
+    /// Stops every server's client (the session's close kills the processes).
+    pub fn close(self) {
+        let McpTools {
+            runtime, servers, ..
+        } = self;
+        let Some(runtime) = runtime else {
+            return;
+        };
+        for server in servers {
+            let _ = runtime.block_on(async {
+                tokio::time::timeout(Duration::from_secs(2), server.client.cancel()).await
+            });
+        }
+    }
+}
+
+impl CustomTools for McpTools<'_> {
+    fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = self.inner.specs();
+        specs.extend(self.offered.iter().map(|o| o.spec.clone()));
+        specs
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        arguments: &str,
+        cx: CustomContext<'_>,
+    ) -> Result<CustomResult, JournalError> {
+        match self.offered.iter().find(|o| o.name == name) {
+            Some(offered) => Ok(self.call_mcp(offered, arguments)),
+            None => self.inner.call(name, arguments, cx),
+        }
+    }
+
+    fn server(&self, name: &str) -> Option<String> {
+        self.offered
+            .iter()
+            .find(|o| o.name == name)
+            .map(|o| self.servers[o.server].name.clone())
+            .or_else(|| self.inner.server(name))
+    }
+}
+
+/// A tool as a server listed it, checked.
+struct Listed {
+    name: String,
+    description: String,
+    schema: serde_json::Value,
+}
+
+fn refusal(output: String) -> CustomResult {
+    CustomResult {
+        ok: false,
+        output,
+        fatal: false,
+    }
+}
+
+fn kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null => "null",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// The failure of server `name`, with what its stderr ended with.
+fn failed(name: &str, what: &str, stderr: &Tail) -> StartError {
+    let what = cut(&cordon_protocol::text::escape_line(what), 1024);
+    let tail = stderr.text();
+    if tail.is_empty() {
+        StartError(format!("MCP server `{name}` {what} (its stderr is empty)"))
+    } else {
+        StartError(format!(
+            "MCP server `{name}` {what}; its stderr ended with: {tail}"
+        ))
+    }
+}
+
+/// `text` cut to `max` bytes at a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// `<server>__<tool>` as providers take it: characters outside `[A-Za-z0-9_-]` become `_`, at
+/// most 64 of them.
+pub fn reduced(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_NAME)
+        .collect()
+}
+
+/// Whether an agent's `tools:` entry (`<server>__<tool>` or `<server>__*`) matches the tool
+/// `<server>__<tool>`.
+pub fn matches(pattern: &str, tool: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => pattern == tool || pattern == reduced(tool),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_reduced_to_what_providers_take() {
+        for (name, want) in [
+            ("search__find", "search__find".to_owned()),
+            ("search__find.files", "search__find_files".to_owned()),
+            ("s__ünï cödé", "s______c_d_".to_owned()),
+            (
+                &format!("s__{}", "x".repeat(100)),
+                format!("s__{}", "x".repeat(61)),
+            ),
+        ] {
+            assert_eq!(reduced(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn tools_patterns_match_a_server_or_one_tool() {
+        for (pattern, tool, want) in [
+            ("search__*", "search__find", true),
+            ("search__*", "searchx__find", false),
+            ("search__find", "search__find", true),
+            ("search__find", "search__findall", false),
+            ("search__find_files", "search__find.files", true),
+            ("other__*", "search__find", false),
+        ] {
+            assert_eq!(matches(pattern, tool), want, "{pattern} {tool}");
+        }
+    }
+}
