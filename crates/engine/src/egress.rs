@@ -156,9 +156,22 @@ impl Egress {
         session: &SessionSpec,
         first: Vec<Event>,
     ) -> std::io::Result<SessionEgress> {
+        self.serve_into(listener, spec, session, SideEvents::new(first), "")
+    }
+
+    /// [`Egress::serve`] recording into `events` (a queue the session has already), its
+    /// listener name ending in `suffix` (`/host`: the host-side listener of a step's HTTP MCP
+    /// servers).
+    pub fn serve_into(
+        &self,
+        listener: std::net::TcpListener,
+        spec: PolicySpec,
+        session: &SessionSpec,
+        events: SideEvents,
+        suffix: &str,
+    ) -> std::io::Result<SessionEgress> {
         let mut resolver = StaticResolver::new();
         resolver.insert_unset(&self.resolve);
-        let events = SideEvents::new(first);
         let proxy = Proxy::new(ProxyConfig {
             policy: Arc::new(Policy::new(spec)),
             // Operator `[resolve]` answers first; every other name through the system
@@ -174,7 +187,10 @@ impl Egress {
             Purpose::Setup => "setup",
         };
         let identity = Identity {
-            listener: format!("{}/{}/{}/{kind}", self.run, session.step, session.attempt),
+            listener: format!(
+                "{}/{}/{}/{kind}{suffix}",
+                self.run, session.step, session.attempt
+            ),
             step: Some(session.step.to_string()),
             attempt: Some(session.attempt.get()),
         };

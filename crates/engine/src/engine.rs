@@ -890,6 +890,11 @@ impl<'a> Engine<'a> {
                 Some((_, phase)) => !matches!(phase, "execute" | "verify"),
                 None => purpose == Purpose::Step,
             };
+        // A step's HTTP MCP servers are dialled on the host, through its proxy.
+        let host_proxy = purpose == Purpose::Step
+            && matches!(&step.kind, StepKind::Agent(agent) if agent.mcp.iter().any(|server| {
+                matches!(server.transport, cordon_pipeline::McpTransport::Http { .. })
+            }));
         SessionSpec {
             step: step.name.clone(),
             attempt,
@@ -897,6 +902,7 @@ impl<'a> Engine<'a> {
             network,
             grants,
             model_lane,
+            host_proxy,
             env,
             timeout,
             hide,

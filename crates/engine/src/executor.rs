@@ -31,6 +31,9 @@ pub struct SessionSpec {
     /// The session gets the model lane on `127.0.0.1:3129` (a command step with
     /// `model_lane: true`; never its setup hook).
     pub model_lane: bool,
+    /// The session gets a host-side listener of its egress proxy, under the same policy, for
+    /// the step's streamable-HTTP MCP servers, which cordon dials on the host (DESIGN §18).
+    pub host_proxy: bool,
     /// Declared variables and injected secrets.
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
@@ -174,6 +177,11 @@ pub trait StepSession {
         Err(ExecError::Failed(
             "this session cannot start background processes".to_owned(),
         ))
+    }
+    /// The host-side address of the session's egress proxy ([`SessionSpec::host_proxy`]), when
+    /// it has one.
+    fn host_proxy(&self) -> Option<std::net::SocketAddr> {
+        None
     }
     /// Ends the session and everything in it.
     fn close(self: Box<Self>);

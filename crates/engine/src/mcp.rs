@@ -61,7 +61,8 @@ pub struct McpTools<'a> {
 struct Connected {
     name: String,
     client: RunningService<RoleClient, ()>,
-    stderr: Tail,
+    /// A stdio server's stderr (an HTTP server has none here).
+    stderr: Option<Tail>,
 }
 
 struct Offered {
@@ -154,12 +155,8 @@ impl<'a> McpTools<'a> {
                 McpTransport::Stdio { command, env } => {
                     tools.stdio(server, command, env, session, secrets)?
                 }
-                McpTransport::Http { url, .. } => {
-                    return Err(StartError(format!(
-                        "MCP server `{}` is at {url}: this build of cordon starts stdio servers \
-                         (`command`) only",
-                        server.name
-                    )));
+                McpTransport::Http { url, headers } => {
+                    tools.http(server, url, headers, session, secrets)?
                 }
             };
             let index = tools.servers.len();
@@ -248,14 +245,104 @@ impl<'a> McpTools<'a> {
                         "did not answer `initialize` within {} s",
                         HANDSHAKE.as_secs()
                     ),
-                    &stderr,
+                    Some(&stderr),
                 )
             })?
-            .map_err(|e| failed(name, &format!("failed its handshake: {e}"), &stderr))?;
+            .map_err(|e| failed(name, &format!("failed its handshake: {e}"), Some(&stderr)))?;
         Ok(Connected {
             name: name.clone(),
             client,
-            stderr,
+            stderr: Some(stderr),
+        })
+    }
+
+    /// A streamable-HTTP server, dialled here on the host through the session's host-side proxy
+    /// listener: the step's network policy decides, and the connection is recorded, as for any
+    /// destination of the step.
+    fn http(
+        &self,
+        server: &McpServer,
+        url: &cordon_pipeline::McpUrl,
+        headers: &[(String, McpValue)],
+        session: &mut dyn StepSession,
+        secrets: &Secrets,
+    ) -> Result<Connected, StartError> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let name = &server.name;
+        let Some(proxy) = session.host_proxy() else {
+            return Err(StartError(format!(
+                "MCP server `{name}` is at {url}, but the step's network is `none`, so nothing \
+                 reaches it; allow {}:{} under the step's `network: {{allow: [...]}}`",
+                url.host, url.port
+            )));
+        };
+        let fail = |what: String| StartError(format!("MCP server `{name}` at {url}: {what}"));
+        let mut custom = std::collections::HashMap::new();
+        for (header, value) in headers {
+            let (text, secret) = match value {
+                McpValue::Text(text) => (text.clone(), false),
+                McpValue::Secret(secret) => (
+                    secrets
+                        .value(secret)
+                        .ok_or_else(|| fail(format!("the secret `{secret}` was not resolved")))?
+                        .to_owned(),
+                    true,
+                ),
+            };
+            let header_name = http::HeaderName::from_bytes(header.as_bytes())
+                .map_err(|e| fail(format!("the header `{header}`: {e}")))?;
+            let mut header_value = http::HeaderValue::from_str(&text)
+                .map_err(|_| fail(format!("the value of the header `{header}` is not valid")))?;
+            header_value.set_sensitive(secret);
+            custom.insert(header_name, header_value);
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| fail(format!("TLS: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let proxy = reqwest_mcp::Proxy::all(format!("http://{proxy}"))
+            .map_err(|e| fail(format!("its proxy: {e}")))?;
+        // Only the session's proxy (adding one turns the environment's off), no redirects.
+        let client = reqwest_mcp::Client::builder()
+            .proxy(proxy)
+            .redirect(reqwest_mcp::redirect::Policy::none())
+            .tls_backend_preconfigured(tls)
+            .connect_timeout(HANDSHAKE)
+            .build()
+            .map_err(|e| fail(format!("its HTTP client: {e}")))?;
+        let config = StreamableHttpClientTransportConfig::with_uri(url.text.clone())
+            .custom_headers(custom)
+            .max_sse_event_size(MAX_LINE)
+            .max_json_response_size(MAX_LINE)
+            .max_error_response_size(64 << 10);
+        let runtime = self.runtime()?;
+        let client = runtime
+            .block_on(async {
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                tokio::time::timeout(HANDSHAKE, ().serve(transport)).await
+            })
+            .map_err(|_| {
+                fail(format!(
+                    "did not answer `initialize` within {} s",
+                    HANDSHAKE.as_secs()
+                ))
+            })?
+            .map_err(|e| {
+                fail(format!(
+                    "failed its handshake: {}",
+                    cut(&cordon_protocol::text::escape_line(&e.to_string()), 1024)
+                ))
+            })?;
+        Ok(Connected {
+            name: name.clone(),
+            client,
+            stderr: None,
         })
     }
 
@@ -271,14 +358,14 @@ impl<'a> McpTools<'a> {
                 failed(
                     name,
                     &format!("did not list its tools within {} s", HANDSHAKE.as_secs()),
-                    &server.stderr,
+                    server.stderr.as_ref(),
                 )
             })?
             .map_err(|e| {
                 failed(
                     name,
                     &format!("could not list its tools: {e}"),
-                    &server.stderr,
+                    server.stderr.as_ref(),
                 )
             })?;
         if tools.len() > MAX_TOOLS {
@@ -374,7 +461,7 @@ impl<'a> McpTools<'a> {
                 output: failed(
                     &server.name,
                     &format!("failed during `{}`: {e}", offered.tool),
-                    &server.stderr,
+                    server.stderr.as_ref(),
                 )
                 .0,
                 fatal: true,
@@ -486,9 +573,12 @@ fn kind(value: &serde_json::Value) -> &'static str {
     }
 }
 
-/// The failure of server `name`, with what its stderr ended with.
-fn failed(name: &str, what: &str, stderr: &Tail) -> StartError {
+/// The failure of server `name`, with what its stderr (a stdio server's) ended with.
+fn failed(name: &str, what: &str, stderr: Option<&Tail>) -> StartError {
     let what = cut(&cordon_protocol::text::escape_line(what), 1024);
+    let Some(stderr) = stderr else {
+        return StartError(format!("MCP server `{name}` {what}"));
+    };
     let tail = stderr.text();
     if tail.is_empty() {
         StartError(format!("MCP server `{name}` {what} (its stderr is empty)"))

@@ -277,3 +277,210 @@ fn a_server_past_cordons_bounds_or_with_colliding_names_fails_the_attempt_naming
         );
     }
 }
+
+/// The test server in HTTP mode on the host's loopback: (the child, its port, its request log).
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl HttpServer {
+    fn start() -> HttpServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = dir.path().join("server.py");
+        std::fs::write(&script, SERVER).expect("write");
+        let (port_file, log) = (dir.path().join("port"), dir.path().join("requests.log"));
+        std::fs::write(&log, "").expect("write");
+        let child = std::process::Command::new("python3")
+            .arg(&script)
+            .arg("--http")
+            .arg(&port_file)
+            .arg(&log)
+            .spawn()
+            .expect("python3");
+        // Bounded: 10 s for the server to say its port.
+        let mut port = None;
+        for _ in 0..200 {
+            if let Ok(text) = std::fs::read_to_string(&port_file) {
+                port = text.trim().parse().ok();
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        HttpServer {
+            child,
+            port: port.expect("the HTTP server's port"),
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn requests(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn with_network(f: &Fixture, network: &str) {
+    let path = f.ws.join("pipeline.yaml");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let text = text.replace(
+        "    timeout: 120\n",
+        &format!("    timeout: 120\n    network: {network}\n"),
+    );
+    std::fs::write(&path, text).expect("write");
+    git(&f.ws, &["commit", "-q", "-am", "network"]);
+}
+
+fn run_with_policy(f: &Fixture) -> std::process::Output {
+    let policy = f.dir.path().join("policy.toml");
+    std::fs::write(&policy, "allow_private = [\"127.0.0.0/8\"]\n").expect("write");
+    f.cordon(&["run", "--no-ui", &format!("--policy={}", policy.display())])
+        .env("CORDON_E2E_KEY", "sk-test")
+        .env("CORDON_MCP_TOKEN", TOKEN)
+        .output()
+        .expect("cordon run")
+}
+
+#[test]
+fn an_http_mcp_server_is_reached_through_the_steps_proxy_when_its_network_allows_it() {
+    let server = HttpServer::start();
+    let port = server.port;
+    let (url, _seen) = openai_server(vec![
+        chat(
+            None,
+            &[("c1", "web__echo", serde_json::json!({"text": "over http"}))],
+        ),
+        chat(Some("done"), &[]),
+    ]);
+    let f = fixture(
+        &openai(&url),
+        &format!(
+            "      - {{name: web, url: 'http://127.0.0.1:{port}/mcp', headers: {{Authorization: {{secret: tok}}}}}}\n"
+        ),
+        "[bash]",
+    );
+    with_network(&f, &format!("{{allow: ['ip:127.0.0.1:{port}']}}"));
+    let out = run_with_policy(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(results(&f), ["over http"]);
+    let calls: Vec<serde_json::Value> = events(&f)
+        .into_iter()
+        .filter(|e| e["type"] == "tool.call")
+        .collect();
+    assert_eq!(calls[0]["data"]["server"], "web");
+    // The server got its token; the log never holds it.
+    let requests = server.requests();
+    assert!(
+        requests.contains(&format!("POST /mcp {TOKEN}")),
+        "{requests}"
+    );
+    let log = f
+        .cordon(&["logs", "--last", "--json"])
+        .output()
+        .expect("logs")
+        .stdout;
+    let log = String::from_utf8_lossy(&log);
+    assert!(!log.contains(TOKEN), "the token is never in the log");
+    // The connection went through the step's proxy, which recorded it.
+    assert!(
+        events(&f).iter().any(|e| e["type"] == "egress.allow"
+            && e["data"]["port"] == port
+            && e["data"]["listener"]
+                .as_str()
+                .is_some_and(|l| l.ends_with("/host"))),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_http_mcp_server_the_steps_network_refuses_receives_nothing() {
+    let server = HttpServer::start();
+    let port = server.port;
+    // No network: refused before anything is dialled.
+    let (url, seen) = openai_server(Vec::new());
+    let f = fixture(
+        &openai(&url),
+        &format!("      - {{name: web, url: 'http://127.0.0.1:{port}/mcp'}}\n"),
+        "[bash]",
+    );
+    let validate = crate::support::cordon()
+        .args(["validate", "pipeline.yaml"])
+        .current_dir(&f.ws)
+        .output()
+        .expect("validate");
+    assert!(
+        stderr(&validate).contains("warning: MCP server `web` of step `dev` is at")
+            && stderr(&validate).contains("network is `none`"),
+        "{}",
+        stderr(&validate)
+    );
+    let out = run_with_policy(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("MCP server `web` is at"), "{err}");
+    assert!(seen.lock().expect("lock").is_empty());
+    // An allowlist without its port: the proxy refuses it, and records the refusal.
+    let f = fixture(
+        &openai(&url),
+        &format!("      - {{name: web, url: 'http://127.0.0.1:{port}/mcp'}}\n"),
+        "[bash]",
+    );
+    with_network(&f, "{allow: ['ip:127.0.0.1:9']}");
+    let out = run_with_policy(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("MCP server `web`"), "{err}");
+    assert!(
+        events(&f)
+            .iter()
+            .any(|e| e["type"] == "egress.deny" && e["data"]["port"] == port),
+        "the refusal is recorded"
+    );
+    assert_eq!(server.requests(), "", "the server received nothing");
+}
+
+#[test]
+fn a_recorded_run_with_mcp_tools_replays_offline_against_the_server() {
+    let (url, _seen) = openai_server(vec![
+        chat(
+            None,
+            &[("c1", "notes__echo", serde_json::json!({"text": "replayed"}))],
+        ),
+        chat(Some("done"), &[]),
+    ]);
+    let f = fixture(&openai(&url), NOTES, "[bash]");
+    let record = f.dir.path().join("recorded.jsonl");
+    let out = f
+        .cordon(&["run", "--no-ui", &format!("--record={}", record.display())])
+        .env("CORDON_E2E_KEY", "sk-test")
+        .env("CORDON_MCP_TOKEN", TOKEN)
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let transcript = std::fs::read_to_string(&record).expect("the transcript");
+    assert!(
+        transcript.contains("\"name\":\"notes__echo\""),
+        "{transcript}"
+    );
+    // Offline: the transcript answers, the server runs again in the sandbox.
+    std::fs::write(f.ws.join("t.jsonl"), &transcript).expect("write");
+    let path = f.ws.join("pipeline.yaml");
+    let pipeline = std::fs::read_to_string(&path).expect("read");
+    let pipeline = pipeline.replace(&openai(&url), "{provider: replay, transcript: t.jsonl}");
+    std::fs::write(&path, pipeline).expect("write");
+    git(&f.ws, &["add", "-A"]);
+    git(&f.ws, &["commit", "-q", "-m", "replay"]);
+    let out = run(&f);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(results(&f), ["replayed"]);
+}

@@ -183,15 +183,35 @@ impl Executor for SandboxExecutor {
                 return Err(convert(err));
             }
         };
-        let egress = match (policy, &self.egress) {
+        let (egress, host_egress) = match (policy, &self.egress) {
             (Some((policy, refused)), Some(egress)) => {
+                let host_policy = spec.host_proxy.then(|| policy.clone());
                 let listener = session.listen_proxy().map_err(convert)?;
                 let served = egress.serve(listener, policy, spec, refused).map_err(|e| {
                     ExecError::Failed(format!("the session's egress proxy cannot start: {e}"))
                 })?;
-                Some(served)
+                // The host-side listener of the step's HTTP MCP servers: the same policy, the
+                // same event queue, on an ephemeral loopback port that lives with the session.
+                let host = match host_policy {
+                    Some(policy) => {
+                        let fail = |e: std::io::Error| {
+                            ExecError::Failed(format!(
+                                "the session's host-side egress listener cannot start: {e}"
+                            ))
+                        };
+                        let listener =
+                            std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(fail)?;
+                        let addr = listener.local_addr().map_err(fail)?;
+                        let host = egress
+                            .serve_into(listener, policy, spec, served.events(), "/host")
+                            .map_err(fail)?;
+                        Some((host, addr))
+                    }
+                    None => None,
+                };
+                (Some(served), host)
             }
-            _ => None,
+            _ => (None, None),
         };
         let mut env = Vec::new();
         let mut events = egress.as_ref().map(SessionEgress::events);
@@ -224,6 +244,7 @@ impl Executor for SandboxExecutor {
             env,
             timeout: spec.timeout,
             egress,
+            host_egress,
             lane,
             events,
         }))
@@ -274,6 +295,8 @@ struct Live {
     env: Vec<(String, String)>,
     timeout: Option<std::time::Duration>,
     egress: Option<SessionEgress>,
+    /// The host-side listener of the step's HTTP MCP servers and its address.
+    host_egress: Option<(SessionEgress, std::net::SocketAddr)>,
     lane: Option<SessionLane>,
     /// Where the proxy's and the lane's events queue (one queue for both).
     events: Option<SideEvents>,
@@ -362,6 +385,10 @@ impl StepSession for Live {
         self.events.clone()
     }
 
+    fn host_proxy(&self) -> Option<std::net::SocketAddr> {
+        self.host_egress.as_ref().map(|(_, addr)| *addr)
+    }
+
     fn spawn_background(
         &mut self,
         argv: &[String],
@@ -383,6 +410,7 @@ impl StepSession for Live {
             session,
             private,
             egress,
+            host_egress,
             lane,
             ..
         } = *self;
@@ -393,6 +421,9 @@ impl StepSession for Live {
             import(private);
         }
         if let Some(egress) = egress {
+            egress.stop();
+        }
+        if let Some((egress, _)) = host_egress {
             egress.stop();
         }
         if let Some(lane) = lane {

@@ -110,6 +110,10 @@ impl StepSession for GuardedSession {
         self.inner.spawn_background(argv, env)
     }
 
+    fn host_proxy(&self) -> Option<std::net::SocketAddr> {
+        self.inner.host_proxy()
+    }
+
     fn close(self: Box<Self>) {
         self.inner.close();
     }

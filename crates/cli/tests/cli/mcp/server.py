@@ -3,7 +3,8 @@ stdio transport of the Model Context Protocol. Tools: `echo`, `write_note` (a fi
 directory), `read_path` (any path, to probe the sandbox), `env` (a variable of its environment),
 `crash` (exits at once, after a line on stderr). `--fail-at-start` writes to stderr and exits
 before the handshake; `--collide` adds two tools whose names reduce to one, `--many-tools` more
-tools than cordon takes, `--huge-schema` a schema past its bound."""
+tools than cordon takes, `--huge-schema` a schema past its bound. `--http PORT_FILE LOG_FILE`
+serves streamable HTTP on loopback instead (see `serve_http`)."""
 
 import json
 import os
@@ -93,11 +94,11 @@ def call(name, args):
     return None
 
 
-for line in sys.stdin:
-    message = json.loads(line)
+def answer(message):
+    """The JSON-RPC response to `message`, or None for a notification."""
     method = message.get("method")
     if "id" not in message:
-        continue
+        return None
     reply = {"jsonrpc": "2.0", "id": message["id"]}
     if method == "initialize":
         reply["result"] = {
@@ -117,5 +118,62 @@ for line in sys.stdin:
         reply["result"] = {}
     else:
         reply["error"] = {"code": -32601, "message": "method not found: " + str(method)}
+    return reply
+
+
+def serve_http(port_file, log_file):
+    """Streamable HTTP on 127.0.0.1: JSON-RPC POSTed, answered as JSON; every request's method,
+    path and Authorization header appended to `log_file`; the port written to `port_file`."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def record(self):
+            with open(log_file, "a") as f:
+                f.write("%s %s %s\n" % (self.command, self.path, self.headers.get("Authorization")))
+
+        def do_POST(self):
+            self.record()
+            length = int(self.headers.get("Content-Length") or 0)
+            reply = answer(json.loads(self.rfile.read(length)))
+            if reply is None:
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Mcp-Session-Id", "cordon-test-session")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self.record()
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_DELETE = do_GET
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(port_file + ".tmp", port_file)
+    server.serve_forever()
+
+
+if "--http" in sys.argv:
+    at = sys.argv.index("--http")
+    serve_http(sys.argv[at + 1], sys.argv[at + 2])
+    sys.exit(0)
+
+for line in sys.stdin:
+    reply = answer(json.loads(line))
+    if reply is None:
+        continue
     sys.stdout.write(json.dumps(reply) + "\n")
     sys.stdout.flush()
