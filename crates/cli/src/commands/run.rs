@@ -311,7 +311,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         attempts_from_flag: args.max_attempts.is_some(),
         limits: cordon_engine::budget::Limits::of(&loaded.pipeline, &budget(&args)),
     };
-    print!("{}", plan.render());
+    // The plan is made of the workspace's tooling files: escaped like anything from there.
+    print!("{}", cordon_protocol::text::escape_text(&plan.render()));
     // The real run's host checks (git in process, nothing written), so a dry run shows what the
     // run would refuse before a model is called.
     let env = |name: &str| std::env::var_os(name);
@@ -508,7 +509,12 @@ impl Plan<'_> {
                 );
                 push("max iterations", a.max_iterations.to_string());
                 if let Some(agent) = self.pipeline.agents.get(&a.agent) {
-                    let tools: Vec<&str> = agent.tools.iter().map(|t| t.as_str()).collect();
+                    let tools: Vec<&str> = agent
+                        .tools
+                        .iter()
+                        .map(|t| t.as_str())
+                        .chain(agent.mcp_tools.iter().map(String::as_str))
+                        .collect();
                     push("tools", tools.join(", "));
                     if let Some(t) = agent.temperature {
                         push("temperature", t.to_string());
@@ -520,11 +526,23 @@ impl Plan<'_> {
                 if let Some(artifact) = &a.artifact {
                     push("artifact", artifact.to_string());
                 }
+                for server in &a.mcp {
+                    push("mcp", mcp_server(server));
+                }
                 match &a.verdicts {
                     _ if phase => {}
                     Some(v) => push(
                         "verdicts",
-                        format!("pass `VERDICT: {}`, fail `VERDICT: {}`", v.pass, v.fail),
+                        match &v.unverifiable {
+                            Some(third) => format!(
+                                "pass `VERDICT: {}`, fail `VERDICT: {}`, unverifiable `VERDICT: \
+                                 {third}`",
+                                v.pass, v.fail
+                            ),
+                            None => {
+                                format!("pass `VERDICT: {}`, fail `VERDICT: {}`", v.pass, v.fail)
+                            }
+                        },
                     ),
                     None => push(
                         "verdicts",
@@ -593,6 +611,34 @@ pub(crate) fn shown_image(image: Option<&cordon_protocol::ImageRef>) -> String {
     match image {
         None => "none: the host's system directories, read-only".to_owned(),
         Some(reference) => format!("{reference} as the read-only /"),
+    }
+}
+
+/// One MCP server of a dry run: its name and what starts or reaches it (secrets by reference).
+fn mcp_server(server: &cordon_pipeline::McpServer) -> String {
+    let value = |v: &cordon_pipeline::McpValue| match v {
+        cordon_pipeline::McpValue::Text(text) => text.clone(),
+        cordon_pipeline::McpValue::Secret(name) => format!("[secret:{name}]"),
+    };
+    match &server.transport {
+        cordon_pipeline::McpTransport::Stdio { command, env } => {
+            let mut text = format!(
+                "{}: started in the sandbox: {}",
+                server.name,
+                command.join(" ")
+            );
+            for (key, v) in env {
+                text.push_str(&format!(" {key}={}", value(v)));
+            }
+            text
+        }
+        cordon_pipeline::McpTransport::Http { url, headers } => {
+            let mut text = format!("{}: {url}, through the step's proxy", server.name);
+            for (key, v) in headers {
+                text.push_str(&format!(" ({key}: {})", value(v)));
+            }
+            text
+        }
     }
 }
 

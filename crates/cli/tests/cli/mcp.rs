@@ -369,6 +369,15 @@ fn an_http_mcp_server_is_reached_through_the_steps_proxy_when_its_network_allows
         "[bash]",
     );
     with_network(&f, &format!("{{allow: ['ip:127.0.0.1:{port}']}}"));
+    // The dry run names the server and its header by the secret's reference.
+    let plan = f.cordon(&["run", "--dry-run"]).output().expect("dry run");
+    let plan = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan.contains(&format!(
+            "web: http://127.0.0.1:{port}/mcp, through the step's proxy (Authorization: [secret:tok])"
+        )),
+        "{plan}"
+    );
     let out = run_with_policy(&f);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");

@@ -385,7 +385,7 @@ pub(crate) fn agent_step(
         out,
         &agent,
         own_mcp.unwrap_or(Some(Vec::new()))?,
-        label,
+        (label, agent_node.at),
         cx,
         sandbox.as_ref().map(|s| &s.network),
     );
@@ -424,7 +424,7 @@ fn mcp_servers(
     out: &mut FileSink<'_>,
     agent: &Agent,
     own: Vec<crate::McpServer>,
-    label: &str,
+    (label, at): (&str, Position),
     cx: &Context<'_>,
     network: Option<&crate::Network>,
 ) -> Option<Vec<crate::McpServer>> {
@@ -448,7 +448,7 @@ fn mcp_servers(
     }
     if servers.len() > crate::mcp::MAX_SERVERS {
         out.error(
-            Position::START,
+            at,
             format!(
                 "{label} has {} MCP servers with its agent file's; at most {} are taken",
                 servers.len(),
@@ -456,6 +456,21 @@ fn mcp_servers(
             ),
         );
         ok = false;
+    }
+    for pattern in &agent.mcp_tools {
+        let server = pattern
+            .split_once("__")
+            .map_or(pattern.as_str(), |(s, _)| s);
+        if !servers.iter().any(|s| s.name == server) {
+            out.warning(
+                at,
+                format!(
+                    "the agent file `{}` lists `{pattern}` in `tools`, but {label} has no MCP \
+                     server `{server}`; declare it under `mcp` or drop the entry",
+                    agent.name.file_name()
+                ),
+            );
+        }
     }
     for server in &servers {
         for secret in server.secrets() {

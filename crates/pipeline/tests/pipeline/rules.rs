@@ -431,7 +431,7 @@ fn mcp_servers_need_a_valid_unique_name_and_one_command_or_url() {
         ),
         &[(
             "agents/mcpdev.agent.md".to_owned(),
-            "---\nname: mcpdev\nmcp:\n  - {name: search, command: [other]}\n---\nWork.\n"
+            "---\nname: mcpdev\ntools: [bash, search__*, tickets__find, wiki__*]\nmcp:\n  - {name: search, command: [other]}\n---\nWork.\n"
                 .to_owned(),
         )],
     );
