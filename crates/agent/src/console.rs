@@ -15,7 +15,8 @@ pub(crate) fn call_line(call: &ToolCall) -> String {
         "bash" => field("command").to_owned(),
         "read_file" | "write_file" | "edit_file" => field("path").to_owned(),
         "request_egress" => field("domain").to_owned(),
-        _ => String::new(),
+        // An engine or MCP tool: its arguments as the model sent them.
+        _ => args.to_string(),
     };
     format!("$ {} {}\n", call.name, one_line(&what))
 }

@@ -482,7 +482,7 @@ fn details(inner: &mut Inner, record: &Record) -> Vec<String> {
             id,
             name,
             arguments,
-            server: None,
+            ..
         } => {
             if inner.calls.len() >= PENDING_CALLS {
                 inner.calls.clear();

@@ -634,7 +634,7 @@ mod tests {
         for (name, want) in [
             ("search__find", "search__find".to_owned()),
             ("search__find.files", "search__find_files".to_owned()),
-            ("s__ünï cödé", "s______c_d_".to_owned()),
+            ("s__ünï cödé", "s___n__c_d_".to_owned()),
             (
                 &format!("s__{}", "x".repeat(100)),
                 format!("s__{}", "x".repeat(61)),

@@ -493,3 +493,22 @@ fn a_recorded_run_with_mcp_tools_replays_offline_against_the_server() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(results(&f), ["replayed"]);
 }
+
+#[test]
+fn the_offline_mcp_example_works_its_ticket_through_the_server() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = crate::support::run_example("mcp-tickets", tmp.path());
+    let err = stderr(&out);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}\n{shown}");
+    // The fix and the ticket the server closed are the run's changes.
+    assert!(
+        shown.contains("greet.py") && shown.contains("tickets.json"),
+        "{shown}"
+    );
+    assert!(
+        err.contains("tickets__read_ticket  {\"id\":\"TICKET-7\"}  → ok"),
+        "{err}"
+    );
+    assert!(err.contains("test  passed   attempt 1"), "{err}");
+}

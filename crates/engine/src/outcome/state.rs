@@ -233,7 +233,7 @@ impl TaskFold {
                 id,
                 name,
                 arguments,
-                server: None,
+                ..
             } if name == SUBMIT_PLAN => {
                 if let Some((task, phase)) = phase_of(step)
                     && phase == "plan"

@@ -168,7 +168,7 @@ impl Attempts {
                 id,
                 name,
                 arguments,
-                server: None,
+                ..
             } => {
                 if let Some(attempt) = self.open(step) {
                     attempt.awaiting_text = false;

@@ -332,6 +332,19 @@ async fn each_attempt_has_its_conversation_and_its_diff_is_served_as_text_but_no
             interrupted: None,
             output: "1 failed".into(),
         },
+        // An MCP server's tool is a call like any other.
+        Event::ToolCall {
+            id: "c2".into(),
+            name: "tickets__read_ticket".into(),
+            arguments: serde_json::json!({"id": "T-7"}),
+            server: Some("tickets".into()),
+        },
+        Event::ToolResult {
+            id: "c2".into(),
+            ok: true,
+            interrupted: None,
+            output: "T-7: greet forgets punctuation".into(),
+        },
         Event::StepFinished {
             attempt: Attempt::FIRST,
             verdict: Verdict::Fail,
@@ -362,6 +375,8 @@ async fn each_attempt_has_its_conversation_and_its_diff_is_served_as_text_but_no
     assert_eq!(turn["calls"][0]["name"], "bash");
     assert_eq!(turn["calls"][0]["result"], "1 failed");
     assert_eq!(turn["calls"][0]["ok"], false);
+    assert_eq!(turn["calls"][1]["name"], "tickets__read_ticket");
+    assert_eq!(turn["calls"][1]["result"], "T-7: greet forgets punctuation");
     assert_eq!(attempt["diff"], diff.0);
 
     let reply = get(fx.app(), &format!("/api/runs/{run}/diffs/{}", diff.0)).await;

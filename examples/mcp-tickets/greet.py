@@ -1,0 +1,5 @@
+"""Greets people."""
+
+
+def greet(name):
+    return "Hello " + name
