@@ -921,26 +921,30 @@ steps:
         );
     }
 
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+    /// A provider that keeps each request's task message and answers "done".
+    struct Spy(Seen);
+
+    impl Provider for Spy {
+        fn complete(
+            &mut self,
+            request: &cordon_agent::Request,
+        ) -> Result<cordon_agent::Response, ProviderError> {
+            if let Some(cordon_agent::Message::User { text }) = request.messages.first()
+                && let Ok(mut seen) = self.0.lock()
+            {
+                seen.push(text.clone());
+            }
+            Ok(cordon_agent::Response {
+                text: Some("done".to_owned()),
+                ..Default::default()
+            })
+        }
+    }
+
     #[test]
     fn the_task_message_carries_context_files_and_feedback() {
-        type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
-        struct Spy(Seen);
-        impl Provider for Spy {
-            fn complete(
-                &mut self,
-                request: &cordon_agent::Request,
-            ) -> Result<cordon_agent::Response, ProviderError> {
-                if let Some(cordon_agent::Message::User { text }) = request.messages.first()
-                    && let Ok(mut seen) = self.0.lock()
-                {
-                    seen.push(text.clone());
-                }
-                Ok(cordon_agent::Response {
-                    text: Some("done".to_owned()),
-                    ..Default::default()
-                })
-            }
-        }
         let (pipeline, _) = driver("").expect("prepares");
         let seen = Seen::default();
         let mut driver = LoopDriver::with_provider(
@@ -985,24 +989,6 @@ steps:
 
     #[test]
     fn the_runs_documents_reach_every_task_message_of_a_driver_and_of_its_forks() {
-        type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
-        struct Spy(Seen);
-        impl Provider for Spy {
-            fn complete(
-                &mut self,
-                request: &cordon_agent::Request,
-            ) -> Result<cordon_agent::Response, ProviderError> {
-                if let Some(cordon_agent::Message::User { text }) = request.messages.first()
-                    && let Ok(mut seen) = self.0.lock()
-                {
-                    seen.push(text.clone());
-                }
-                Ok(cordon_agent::Response {
-                    text: Some("done".to_owned()),
-                    ..Default::default()
-                })
-            }
-        }
         let (pipeline, _) = driver("").expect("prepares");
         let seen = Seen::default();
         let mut driver = LoopDriver::with_provider(Box::new(Spy(seen.clone())), Vec::new());

@@ -149,26 +149,7 @@ impl Session {
         on_output: &mut dyn FnMut(Stream, &[u8]),
     ) -> Result<ExecOutcome, SandboxError> {
         let oom_before = self.oom_kills();
-        if request.argv.is_empty() {
-            return Err(SandboxError::InvalidRequest {
-                reason: "the command is empty",
-            });
-        }
-        if request
-            .argv
-            .iter()
-            .chain(request.env.iter().flat_map(|(k, v)| [k, v]))
-            .any(|s| s.contains('\0'))
-        {
-            return Err(SandboxError::InvalidRequest {
-                reason: "arguments and variables cannot contain NUL bytes",
-            });
-        }
-        let env = self.environment(request);
-        let cwd = request
-            .cwd
-            .clone()
-            .unwrap_or_else(|| self.workspace.clone());
+        let (env, cwd) = self.prepare(request)?;
         let terminal = request.stdin == Stdin::Terminal;
         // This process's stdin, when the command runs on a terminal: copied to the pty, and its
         // size followed.
@@ -436,6 +417,35 @@ impl Session {
         })
     }
 
+    /// A command's environment and working directory, once the request is checked: a command,
+    /// and no NUL byte in its arguments or variables.
+    fn prepare(
+        &mut self,
+        request: &ExecRequest,
+    ) -> Result<(Vec<(String, String)>, PathBuf), SandboxError> {
+        if request.argv.is_empty() {
+            return Err(SandboxError::InvalidRequest {
+                reason: "the command is empty",
+            });
+        }
+        if request
+            .argv
+            .iter()
+            .chain(request.env.iter().flat_map(|(k, v)| [k, v]))
+            .any(|s| s.contains('\0'))
+        {
+            return Err(SandboxError::InvalidRequest {
+                reason: "arguments and variables cannot contain NUL bytes",
+            });
+        }
+        let env = self.environment(request);
+        let cwd = request
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.workspace.clone());
+        Ok((env, cwd))
+    }
+
     /// The environment of the session's next command with `request.env` added.
     fn environment(&mut self, request: &ExecRequest) -> Vec<(String, String)> {
         self.execs += 1;
@@ -465,26 +475,7 @@ impl Session {
     /// `timeout` and `capture_limit` are not used.
     pub fn spawn_background(&mut self, request: &ExecRequest) -> Result<Background, SandboxError> {
         let program = request.argv.first().cloned().unwrap_or_default();
-        if request.argv.is_empty() {
-            return Err(SandboxError::InvalidRequest {
-                reason: "the command is empty",
-            });
-        }
-        if request
-            .argv
-            .iter()
-            .chain(request.env.iter().flat_map(|(k, v)| [k, v]))
-            .any(|s| s.contains('\0'))
-        {
-            return Err(SandboxError::InvalidRequest {
-                reason: "arguments and variables cannot contain NUL bytes",
-            });
-        }
-        let env = self.environment(request);
-        let cwd = request
-            .cwd
-            .clone()
-            .unwrap_or_else(|| self.workspace.clone());
+        let (env, cwd) = self.prepare(request)?;
         // The launcher's own streams are the pipes. A non-interactive shell gives an `&` job
         // /dev/null as stdin before its own redirections apply, so the pipe is kept on fd 3
         // first and handed over from there.

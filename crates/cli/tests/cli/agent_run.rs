@@ -83,14 +83,20 @@ pub(crate) fn agent_fixture(llm: &str, extra_files: &[(&str, &str)]) -> Fixture 
     let pipeline = format!(
         "name: demo\nllm: {llm}\nsteps:\n  - name: dev\n    agent: dev\n    timeout: 120\n"
     );
-    let f = Fixture::new(&pipeline);
-    std::fs::create_dir(f.ws.join("agents")).expect("mkdir");
-    std::fs::write(
-        f.ws.join("agents/dev.agent.md"),
+    with_agent(
+        &pipeline,
         "---\nname: dev\n---\nDo the task.\n",
+        extra_files,
     )
-    .expect("write");
-    for (path, text) in extra_files {
+}
+
+/// A fixture of `pipeline` with `agents/dev.agent.md` holding `agent` and the `extra` files,
+/// all committed.
+pub(crate) fn with_agent(pipeline: &str, agent: &str, extra: &[(&str, &str)]) -> Fixture {
+    let f = Fixture::new(pipeline);
+    std::fs::create_dir(f.ws.join("agents")).expect("mkdir");
+    std::fs::write(f.ws.join("agents/dev.agent.md"), agent).expect("write");
+    for (path, text) in extra {
         if let Some(parent) = f.ws.join(path).parent() {
             std::fs::create_dir_all(parent).expect("mkdir");
         }
@@ -289,19 +295,11 @@ const GATED: &str = "steps:
 ";
 
 fn gated_fixture(llm: &str, extra: &[(&str, &str)]) -> Fixture {
-    let f = Fixture::new(&format!("name: demo\nllm: {llm}\n{GATED}"));
-    std::fs::create_dir(f.ws.join("agents")).expect("mkdir");
-    std::fs::write(
-        f.ws.join("agents/dev.agent.md"),
+    with_agent(
+        &format!("name: demo\nllm: {llm}\n{GATED}"),
         "---\nname: dev\n---\nMake the gate pass.\n",
+        extra,
     )
-    .expect("write");
-    for (path, text) in extra {
-        std::fs::write(f.ws.join(path), text).expect("write");
-    }
-    git(&f.ws, &["add", "-A"]);
-    git(&f.ws, &["commit", "-q", "-m", "agents"]);
-    f
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! commit is its last step — and not after a failure. Judged by what the scripted provider
 //! received, the events, the work tree and git.
 
-use crate::agent_run::{chat, events, openai_server};
+use crate::agent_run::{chat, events, openai_server, with_agent};
 use crate::run::{Fixture, git, stderr};
 
 fn llm(url: &str) -> String {
@@ -13,19 +13,11 @@ fn llm(url: &str) -> String {
 
 /// A pipeline of `steps` (YAML list items) with the agent `dev`, `extra` files committed.
 fn fixture(url: &str, steps: &str, extra: &[(&str, &str)]) -> Fixture {
-    let f = Fixture::new(&format!("name: docs\nllm: {}\nsteps:\n{steps}", llm(url)));
-    std::fs::create_dir(f.ws.join("agents")).expect("mkdir");
-    std::fs::write(
-        f.ws.join("agents/dev.agent.md"),
+    with_agent(
+        &format!("name: docs\nllm: {}\nsteps:\n{steps}", llm(url)),
         "---\nname: dev\n---\nDo the task.\n",
+        extra,
     )
-    .expect("write");
-    for (path, text) in extra {
-        std::fs::write(f.ws.join(path), text).expect("write");
-    }
-    git(&f.ws, &["add", "-A"]);
-    git(&f.ws, &["commit", "-q", "-m", "agents"]);
-    f
 }
 
 const AGENT: &str = "  - {name: dev, agent: dev, timeout: 120}\n";

@@ -5,7 +5,7 @@
 //! log, its tools reach the OpenAI and the Anthropic request formats filtered by `tools:`, and a
 //! server that fails fails the attempt with its stderr.
 
-use crate::agent_run::{chat, events, openai_server};
+use crate::agent_run::{chat, events, openai_server, with_agent};
 use crate::run::{Fixture, git, stderr};
 
 const SERVER: &str = include_str!("mcp/server.py");
@@ -16,17 +16,11 @@ fn fixture(llm: &str, mcp: &str, tools: &str) -> Fixture {
     let pipeline = format!(
         "name: mcp\nllm: {llm}\nsecrets:\n  tok: {{from: env, key: CORDON_MCP_TOKEN}}\nsteps:\n  - name: dev\n    agent: dev\n    prompt: Use the notes tools.\n    timeout: 120\n    mcp:\n{mcp}"
     );
-    let f = Fixture::new(&pipeline);
-    std::fs::create_dir(f.ws.join("agents")).expect("mkdir");
-    std::fs::write(
-        f.ws.join("agents/dev.agent.md"),
-        format!("---\nname: dev\ntools: {tools}\n---\nDo the task.\n"),
+    with_agent(
+        &pipeline,
+        &format!("---\nname: dev\ntools: {tools}\n---\nDo the task.\n"),
+        &[("mcp_server.py", SERVER)],
     )
-    .expect("write");
-    std::fs::write(f.ws.join("mcp_server.py"), SERVER).expect("write");
-    git(&f.ws, &["add", "-A"]);
-    git(&f.ws, &["commit", "-q", "-m", "agents"]);
-    f
 }
 
 fn openai(url: &str) -> String {
