@@ -156,20 +156,22 @@ impl Egress {
         session: &SessionSpec,
         first: Vec<Event>,
     ) -> std::io::Result<SessionEgress> {
-        self.serve_into(listener, spec, session, SideEvents::new(first), "")
+        self.serve_into(listener, spec, session, SideEvents::new(first), None)
     }
 
-    /// [`Egress::serve`] recording into `events` (a queue the session has already), its
-    /// listener name ending in `suffix` (`/host`: the host-side listener of a step's HTTP MCP
-    /// servers).
+    /// [`Egress::serve`] recording into `events` (a queue the session has already); with
+    /// `credential`, the host-side listener of a step's HTTP MCP servers: named `…/host`, and
+    /// every request must carry that `Proxy-Authorization` value (other local processes get
+    /// `407`).
     pub fn serve_into(
         &self,
         listener: std::net::TcpListener,
         spec: PolicySpec,
         session: &SessionSpec,
         events: SideEvents,
-        suffix: &str,
+        credential: Option<String>,
     ) -> std::io::Result<SessionEgress> {
+        let suffix = if credential.is_some() { "/host" } else { "" };
         let mut resolver = StaticResolver::new();
         resolver.insert_unset(&self.resolve);
         let proxy = Proxy::new(ProxyConfig {
@@ -193,6 +195,7 @@ impl Egress {
             ),
             step: Some(session.step.to_string()),
             attempt: Some(session.attempt.get()),
+            credential,
         };
         let handle = proxy.spawn(self.runtime.handle(), listener, identity)?;
         Ok(SessionEgress {

@@ -178,13 +178,21 @@ pub trait StepSession {
             "this session cannot start background processes".to_owned(),
         ))
     }
-    /// The host-side address of the session's egress proxy ([`SessionSpec::host_proxy`]), when
+    /// The host-side listener of the session's egress proxy ([`SessionSpec::host_proxy`]), when
     /// it has one.
-    fn host_proxy(&self) -> Option<std::net::SocketAddr> {
+    fn host_proxy(&self) -> Option<HostProxy> {
         None
     }
     /// Ends the session and everything in it.
     fn close(self: Box<Self>);
+}
+
+/// A session's host-side proxy listener: where it listens on the host's loopback, and the
+/// `Proxy-Authorization` value it takes (random per session; it never leaves this process).
+#[derive(Clone, Debug)]
+pub struct HostProxy {
+    pub addr: std::net::SocketAddr,
+    pub credential: String,
 }
 
 /// The host's ends of a background process's standard streams

@@ -36,12 +36,67 @@ pub const MAX_CALL: Duration = Duration::from_secs(600);
 pub const MAX_TOOLS: usize = 128;
 /// The largest input schema of one tool, as JSON.
 pub const MAX_SCHEMA: usize = 64 << 10;
+/// The most pages of `tools/list` read from one server.
+pub const MAX_PAGES: usize = 8;
+/// The most requests of its own (pings, sampling, roots…) a server may send the client in one
+/// attempt: each is answered, and answers a server does not read would pile up in memory.
+pub const MAX_PEER_REQUESTS: usize = 1024;
 /// The most bytes of a description offered to the model.
 const MAX_DESCRIPTION: usize = 4 << 10;
 /// How much of a server's stderr is kept for the message when it fails.
 const STDERR_TAIL: usize = 4 << 10;
 /// The longest tool name providers take.
 const MAX_NAME: usize = 64;
+
+/// A transport that ends the connection once the server has sent more than
+/// [`MAX_PEER_REQUESTS`] requests of its own (setting `flooded`): `rmcp` answers each in a task of
+/// its own, so a server that sends requests and never reads the answers would otherwise grow the
+/// host process without bound.
+struct Bounded<T> {
+    inner: T,
+    requests: usize,
+    flooded: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for Bounded<T>
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if matches!(message, rmcp::model::JsonRpcMessage::Request(_)) {
+            self.requests += 1;
+            if self.requests > MAX_PEER_REQUESTS {
+                self.flooded
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                return None;
+            }
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+fn bounded<T>(inner: T) -> (Bounded<T>, Arc<std::sync::atomic::AtomicBool>) {
+    let flooded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let transport = Bounded {
+        inner,
+        requests: 0,
+        flooded: Arc::clone(&flooded),
+    };
+    (transport, flooded)
+}
 
 /// Why the servers could not be started: the attempt fails with this.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +116,8 @@ pub struct McpTools<'a> {
 struct Connected {
     name: String,
     client: RunningService<RoleClient, ()>,
+    /// The server sent more requests of its own than [`MAX_PEER_REQUESTS`].
+    flooded: Arc<std::sync::atomic::AtomicBool>,
     /// A stdio server's stderr (an HTTP server has none here).
     stderr: Option<Tail>,
 }
@@ -235,7 +292,8 @@ impl<'a> McpTools<'a> {
             .map_err(|e| StartError(format!("MCP server `{name}`: its stdout: {e}")))?;
         let write = tokio::net::unix::pipe::Sender::from_owned_fd(started.stdin)
             .map_err(|e| StartError(format!("MCP server `{name}`: its stdin: {e}")))?;
-        let transport = AsyncRwTransport::new_client(read, write).with_max_line_length(MAX_LINE);
+        let (transport, flooded) =
+            bounded(AsyncRwTransport::new_client(read, write).with_max_line_length(MAX_LINE));
         let client = runtime
             .block_on(async { tokio::time::timeout(HANDSHAKE, ().serve(transport)).await })
             .map_err(|_| {
@@ -252,6 +310,7 @@ impl<'a> McpTools<'a> {
         Ok(Connected {
             name: name.clone(),
             client,
+            flooded,
             stderr: Some(stderr),
         })
     }
@@ -306,8 +365,12 @@ impl<'a> McpTools<'a> {
             .map_err(|e| fail(format!("TLS: {e}")))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let proxy = reqwest_mcp::Proxy::all(format!("http://{proxy}"))
-            .map_err(|e| fail(format!("its proxy: {e}")))?;
+        let mut credential = http::HeaderValue::from_str(&proxy.credential)
+            .map_err(|_| fail("its proxy's credential is not a header value".to_owned()))?;
+        credential.set_sensitive(true);
+        let proxy = reqwest_mcp::Proxy::all(format!("http://{}", proxy.addr))
+            .map_err(|e| fail(format!("its proxy: {e}")))?
+            .custom_http_auth(credential);
         // Only the session's proxy (adding one turns the environment's off), no redirects.
         let client = reqwest_mcp::Client::builder()
             .proxy(proxy)
@@ -322,11 +385,12 @@ impl<'a> McpTools<'a> {
             .max_json_response_size(MAX_LINE)
             .max_error_response_size(64 << 10);
         let runtime = self.runtime()?;
+        // The transport's worker is spawned on the attempt's runtime.
+        let _guard = runtime.enter();
+        let (transport, flooded) =
+            bounded(StreamableHttpClientTransport::with_client(client, config));
         let client = runtime
-            .block_on(async {
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                tokio::time::timeout(HANDSHAKE, ().serve(transport)).await
-            })
+            .block_on(async { tokio::time::timeout(HANDSHAKE, ().serve(transport)).await })
             .map_err(|_| {
                 fail(format!(
                     "did not answer `initialize` within {} s",
@@ -342,6 +406,7 @@ impl<'a> McpTools<'a> {
         Ok(Connected {
             name: name.clone(),
             client,
+            flooded,
             stderr: None,
         })
     }
@@ -349,31 +414,52 @@ impl<'a> McpTools<'a> {
     /// The server's tools, checked and bounded.
     fn list(&self, server: &Connected) -> Result<Vec<Listed>, StartError> {
         let name = &server.name;
-        let tools = self
-            .runtime()?
-            .block_on(async {
-                tokio::time::timeout(HANDSHAKE, server.client.list_all_tools()).await
-            })
-            .map_err(|_| {
-                failed(
-                    name,
-                    &format!("did not list its tools within {} s", HANDSHAKE.as_secs()),
-                    server.stderr.as_ref(),
-                )
-            })?
-            .map_err(|e| {
-                failed(
-                    name,
-                    &format!("could not list its tools: {e}"),
-                    server.stderr.as_ref(),
-                )
-            })?;
-        if tools.len() > MAX_TOOLS {
-            return Err(StartError(format!(
-                "MCP server `{name}` offers {} tools, more than the {MAX_TOOLS} cordon takes from \
-                 one server",
-                tools.len()
-            )));
+        // Page by page, each bounded by the line cap, counted as it comes: a server that pages
+        // forever, or offers too many tools, is stopped at once rather than collected.
+        let runtime = self.runtime()?;
+        let deadline = tokio::time::Instant::now() + HANDSHAKE;
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        for page in 1.. {
+            let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+            let listed = runtime
+                .block_on(async {
+                    tokio::time::timeout_at(deadline, server.client.list_tools(Some(params))).await
+                })
+                .map_err(|_| {
+                    failed(
+                        name,
+                        &format!("did not list its tools within {} s", HANDSHAKE.as_secs()),
+                        server.stderr.as_ref(),
+                    )
+                })?
+                .map_err(|e| {
+                    failed(
+                        name,
+                        &format!("could not list its tools: {e}"),
+                        server.stderr.as_ref(),
+                    )
+                })?;
+            tools.extend(listed.tools);
+            let more = listed.next_cursor.is_some();
+            if tools.len() > MAX_TOOLS {
+                return Err(StartError(format!(
+                    "MCP server `{name}` offers {}{} tools, more than the {MAX_TOOLS} cordon \
+                     takes from one server",
+                    if more { "more than " } else { "" },
+                    tools.len()
+                )));
+            }
+            if !more {
+                break;
+            }
+            if page >= MAX_PAGES {
+                return Err(StartError(format!(
+                    "MCP server `{name}` lists its tools in more than {MAX_PAGES} pages, more \
+                     than cordon reads"
+                )));
+            }
+            cursor = listed.next_cursor.map(|c| c.to_string());
         }
         tools
             .into_iter()
@@ -460,7 +546,15 @@ impl<'a> McpTools<'a> {
                 ok: false,
                 output: failed(
                     &server.name,
-                    &format!("failed during `{}`: {e}", offered.tool),
+                    &if server.flooded.load(std::sync::atomic::Ordering::SeqCst) {
+                        format!(
+                            "was cut off during `{}`: it sent more than {MAX_PEER_REQUESTS} \
+                             requests of its own",
+                            offered.tool
+                        )
+                    } else {
+                        format!("failed during `{}`: {e}", offered.tool)
+                    },
                     server.stderr.as_ref(),
                 )
                 .0,

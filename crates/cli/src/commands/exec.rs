@@ -300,6 +300,7 @@ fn execute(args: Args, early: Option<Starting>) -> anyhow::Result<ExitCode> {
                 listener: "exec".to_owned(),
                 step: None,
                 attempt: None,
+                credential: None,
             };
             Some(super::proxy::SessionProxy::start(
                 runtime,

@@ -210,6 +210,7 @@ async fn serve(
         listener: "proxy".to_owned(),
         step: None,
         attempt: None,
+        credential: None,
     };
     let served = proxy.serve(listener, identity, signal);
     tokio::pin!(served);
@@ -321,6 +322,7 @@ mod tests {
             listener: "exec".to_owned(),
             step: None,
             attempt: None,
+            credential: None,
         };
         let runtime = SessionProxy::runtime().expect("runtime");
         let egress = SessionProxy::start(runtime, listener, built, Arc::new(NoAudit), identity)

@@ -247,7 +247,11 @@ fn a_server_past_cordons_bounds_or_with_colliding_names_fails_the_attempt_naming
         ),
         (
             "--many-tools",
-            "MCP server `tickets` offers 135 tools, more than the 128 cordon takes from one server",
+            "MCP server `tickets` offers 136 tools, more than the 128 cordon takes from one server",
+        ),
+        (
+            "--pages",
+            "MCP server `tickets` lists its tools in more than 8 pages, more than cordon reads",
         ),
         (
             "--huge-schema",
@@ -505,4 +509,21 @@ fn the_offline_mcp_example_works_its_ticket_through_the_server() {
         "{err}"
     );
     assert!(err.contains("test  passed   attempt 1"), "{err}");
+}
+
+#[test]
+fn a_server_that_floods_the_client_with_requests_is_cut_off() {
+    let (url, seen) = openai_server(vec![
+        chat(None, &[("c1", "notes__flood", serde_json::json!({}))]),
+        chat(Some("never asked"), &[]),
+    ]);
+    let f = fixture(&openai(&url), NOTES, "[bash]");
+    let out = run(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("MCP server `notes` was cut off during `flood`: it sent more than 1024 requests of its own"),
+        "{err}"
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 1);
 }

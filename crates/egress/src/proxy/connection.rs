@@ -70,6 +70,20 @@ pub(super) async fn serve(
             }
         };
         first = false;
+        if let Some(expected) = &identity.credential {
+            let given = head
+                .headers
+                .iter()
+                .find(|h| h.is("proxy-authorization"))
+                .map(|h| h.value.as_slice());
+            if !same(given.unwrap_or_default(), expected.as_bytes()) {
+                let detail = "this listener serves cordon itself; it takes no other client";
+                let _ = write
+                    .write_all(&reply::response(407, None, detail, After::Close))
+                    .await;
+                return;
+            }
+        }
         // Methods are case-sensitive (RFC 9110 §9.1): `connect` is not CONNECT, and as an
         // origin-less request it is refused by the HTTP handler.
         if head.method == "CONNECT" {
@@ -90,6 +104,11 @@ pub(super) async fn serve(
             return;
         }
     }
+}
+
+/// Whether `a` equals `b`, in time that depends only on their lengths.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The deadlines of one head.

@@ -14,7 +14,7 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    fn is(&self, name: &str) -> bool {
+    pub(crate) fn is(&self, name: &str) -> bool {
         self.name.eq_ignore_ascii_case(name)
     }
 }

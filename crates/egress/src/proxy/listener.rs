@@ -26,6 +26,11 @@ pub struct Identity {
     pub step: Option<String>,
     /// The attempt of that step, if any.
     pub attempt: Option<u32>,
+    /// The `Proxy-Authorization` value every request must carry (a listener on the host's
+    /// loopback that only cordon itself may use); `None` for a listener inside a session.
+    /// Without it a request is answered `407` and closed, before any decision is made or
+    /// recorded.
+    pub credential: Option<String>,
 }
 
 /// The sending side of a shutdown: [`Shutdown::trigger`] (or dropping it) stops every listener

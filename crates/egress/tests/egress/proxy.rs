@@ -73,6 +73,7 @@ pub struct Setup {
     spec: PolicySpec,
     resolver: StaticResolver,
     limits: Limits,
+    credential: Option<String>,
 }
 
 impl Setup {
@@ -81,7 +82,14 @@ impl Setup {
             spec: PolicySpec::default(),
             resolver: StaticResolver::new(),
             limits: Limits::default(),
+            credential: None,
         }
+    }
+
+    /// The listener takes only requests carrying this `Proxy-Authorization` value.
+    pub fn credential(mut self, value: &str) -> Setup {
+        self.credential = Some(value.to_owned());
+        self
     }
 
     pub fn allow(mut self, pattern: &str) -> Setup {
@@ -159,6 +167,7 @@ impl Setup {
             listener: "test".to_owned(),
             step: Some("build".to_owned()),
             attempt: Some(2),
+            credential: self.credential,
         };
         let serving = proxy.clone();
         let task = tokio::spawn(async move { serving.serve(listener, identity, signal).await });

@@ -202,10 +202,17 @@ impl Executor for SandboxExecutor {
                         let listener =
                             std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(fail)?;
                         let addr = listener.local_addr().map_err(fail)?;
+                        let credential = format!("Bearer {}", random_token().map_err(fail)?);
                         let host = egress
-                            .serve_into(listener, policy, spec, served.events(), "/host")
+                            .serve_into(
+                                listener,
+                                policy,
+                                spec,
+                                served.events(),
+                                Some(credential.clone()),
+                            )
                             .map_err(fail)?;
-                        Some((host, addr))
+                        Some((host, crate::executor::HostProxy { addr, credential }))
                     }
                     None => None,
                 };
@@ -249,6 +256,14 @@ impl Executor for SandboxExecutor {
             events,
         }))
     }
+}
+
+/// 32 hex digits from the kernel's random source.
+fn random_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Brings a closed session's git work into the host's repository, saying on stderr what was left
@@ -295,8 +310,8 @@ struct Live {
     env: Vec<(String, String)>,
     timeout: Option<std::time::Duration>,
     egress: Option<SessionEgress>,
-    /// The host-side listener of the step's HTTP MCP servers and its address.
-    host_egress: Option<(SessionEgress, std::net::SocketAddr)>,
+    /// The host-side listener of the step's HTTP MCP servers, its address and credential.
+    host_egress: Option<(SessionEgress, crate::executor::HostProxy)>,
     lane: Option<SessionLane>,
     /// Where the proxy's and the lane's events queue (one queue for both).
     events: Option<SideEvents>,
@@ -385,8 +400,8 @@ impl StepSession for Live {
         self.events.clone()
     }
 
-    fn host_proxy(&self) -> Option<std::net::SocketAddr> {
-        self.host_egress.as_ref().map(|(_, addr)| *addr)
+    fn host_proxy(&self) -> Option<crate::executor::HostProxy> {
+        self.host_egress.as_ref().map(|(_, proxy)| proxy.clone())
     }
 
     fn spawn_background(

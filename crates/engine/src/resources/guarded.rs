@@ -110,7 +110,7 @@ impl StepSession for GuardedSession {
         self.inner.spawn_background(argv, env)
     }
 
-    fn host_proxy(&self) -> Option<std::net::SocketAddr> {
+    fn host_proxy(&self) -> Option<crate::executor::HostProxy> {
         self.inner.host_proxy()
     }
 

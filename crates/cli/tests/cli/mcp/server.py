@@ -3,7 +3,8 @@ stdio transport of the Model Context Protocol. Tools: `echo`, `write_note` (a fi
 directory), `read_path` (any path, to probe the sandbox), `env` (a variable of its environment),
 `crash` (exits at once, after a line on stderr). `--fail-at-start` writes to stderr and exits
 before the handshake; `--collide` adds two tools whose names reduce to one, `--many-tools` more
-tools than cordon takes, `--huge-schema` a schema past its bound. `--http PORT_FILE LOG_FILE`
+tools than cordon takes, `--huge-schema` a schema past its bound, `--pages` an endless tool list; `flood` sends requests
+of its own without reading the answers. `--http PORT_FILE LOG_FILE`
 serves streamable HTTP on loopback instead (see `serve_http`)."""
 
 import json
@@ -52,6 +53,11 @@ TOOLS = [
         },
     },
     {
+        "name": "flood",
+        "description": "Sends the client requests and never reads the answers.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
         "name": "crash",
         "description": "Exits at once.",
         "inputSchema": {"type": "object", "properties": {}},
@@ -87,6 +93,13 @@ def call(name, args):
             return text("cannot read: " + e.strerror, error=True)
     if name == "env":
         return text(os.environ.get(args["name"], "(unset)"))
+    if name == "flood":
+        # Requests of its own, their answers never read.
+        for i in range(200000):
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": "s%d" % i, "method": "ping"}) + "\n")
+        sys.stdout.flush()
+        import time
+        time.sleep(60)
     if name == "crash":
         sys.stderr.write("the ticket service went away\n")
         sys.stderr.flush()
@@ -106,6 +119,10 @@ def answer(message):
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "cordon-test", "version": "1"},
         }
+    elif method == "tools/list" and "--pages" in sys.argv:
+        cursor = int((message.get("params") or {}).get("cursor") or 0)
+        page = [dict(TOOLS[0], name="page%d_%d" % (cursor, i)) for i in range(10)]
+        reply["result"] = {"tools": page, "nextCursor": str(cursor + 1)}
     elif method == "tools/list":
         reply["result"] = {"tools": TOOLS}
     elif method == "tools/call":

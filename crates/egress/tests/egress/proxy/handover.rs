@@ -41,6 +41,7 @@ fn a_handed_over_std_listener_is_served_with_its_identity_until_stopped() {
         listener: "session-01".to_owned(),
         step: Some("test".to_owned()),
         attempt: Some(3),
+        credential: None,
     };
     let handle = proxy.spawn(runtime.handle(), listener, identity).unwrap();
     runtime.block_on(async {

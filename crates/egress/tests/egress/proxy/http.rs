@@ -369,3 +369,47 @@ fn the_rewritten_upstream_head_keeps_its_properties_on_sample_heads() {
         cordon_egress::proxy::fuzz_request_head(head);
     }
 }
+
+#[tokio::test]
+async fn a_listener_with_a_credential_answers_407_to_a_request_without_it_and_records_nothing() {
+    let upstream = Upstream::start(Answer::Http).await;
+    let port = upstream.port();
+    let running = Setup::new()
+        .upstream(port)
+        .credential("Bearer 0123456789abcdef")
+        .start()
+        .await;
+    for given in [
+        "",
+        "Proxy-Authorization: Bearer wrong\r\n",
+        "Proxy-Authorization: Bearer 0123456789abcdeF\r\n",
+    ] {
+        let request = format!(
+            "GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{given}\r\n"
+        );
+        let (_client, response) = exchange(&running, &request).await;
+        assert_eq!(response.status, 407, "{given:?}: {response:?}");
+    }
+    let connect = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let (_client, response) = exchange(&running, &connect).await;
+    assert_eq!(response.status, 407, "{response:?}");
+    assert!(upstream.received().is_empty(), "the upstream got nothing");
+    // The control: with it, the request is decided, recorded and forwarded.
+    let request = format!(
+        "GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+         Proxy-Authorization: Bearer 0123456789abcdef\r\n\r\n"
+    );
+    let (_client, response) = exchange(&running, &request).await;
+    assert_eq!(response.status, 200, "{response:?}");
+    let records = running.records.wait_for(2).await;
+    // One decision and its close: the authorised request's; the refused ones were never decided.
+    let decisions: Vec<_> = records
+        .iter()
+        .filter(|(kind, _)| *kind == AuditKind::Decision)
+        .collect();
+    assert_eq!(decisions.len(), 1, "{records:?}");
+    assert_eq!(decisions[0].1.port, Some(port));
+    assert_eq!(upstream.received().len(), 1);
+    // Not forwarded to the upstream: the credential is the proxy's.
+    assert!(!upstream_head(&upstream, 0).contains("0123456789abcdef"));
+}
