@@ -219,8 +219,12 @@ fn read_text(flag: &str, path: &Path) -> Result<String, String> {
     let (Some(dir), Some(name)) = (absolute.parent(), absolute.file_name()) else {
         return Err(fail("is not a file".to_owned()));
     };
-    let view = cordon_workspace::View::open(dir)
-        .map_err(|err| fail(format!("cannot open its directory: {err}")))?;
+    let view = cordon_workspace::View::open(dir).map_err(|err| {
+        fail(format!(
+            "cannot open its directory ({err}); a path through a link is refused, give the \
+                 file's real path"
+        ))
+    })?;
     let name = cordon_workspace::WsPath::name(name.as_encoded_bytes())
         .map_err(|err| fail(err.to_string()))?;
     let read = view

@@ -107,10 +107,15 @@ fn context_files_are_read_without_a_link_within_their_bounds() {
     let outside = tempfile::tempdir().expect("tempdir");
     std::fs::write(outside.path().join("secret"), "the user's key").expect("write");
     std::os::unix::fs::symlink(outside.path().join("secret"), f.ws.join("notes.md")).expect("link");
+    std::os::unix::fs::symlink(outside.path(), f.ws.join("linkdir")).expect("link");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--context".into(), "notes.md".into()],
             "--context notes.md:",
+        ),
+        (
+            vec!["--context".into(), "linkdir/secret".into()],
+            "--context linkdir/secret: cannot open its directory",
         ),
         (
             vec!["--context".into(), "absent.md".into()],
