@@ -266,21 +266,7 @@ impl<'a> McpTools<'a> {
         let name = &server.name;
         let env: Vec<(String, String)> = env
             .iter()
-            .map(|(key, value)| {
-                let value = match value {
-                    McpValue::Text(text) => text.clone(),
-                    McpValue::Secret(secret) => secrets
-                        .value(secret)
-                        .ok_or_else(|| {
-                            StartError(format!(
-                                "MCP server `{name}` names the secret `{secret}`, which the run \
-                                 did not resolve"
-                            ))
-                        })?
-                        .to_owned(),
-                };
-                Ok((key.to_string(), value))
-            })
+            .map(|(key, value)| Ok((key.to_string(), resolve(name, value, secrets)?)))
             .collect::<Result<_, StartError>>()?;
         let started = session
             .spawn_background(command, &env)
@@ -294,25 +280,7 @@ impl<'a> McpTools<'a> {
             .map_err(|e| StartError(format!("MCP server `{name}`: its stdin: {e}")))?;
         let (transport, flooded) =
             bounded(AsyncRwTransport::new_client(read, write).with_max_line_length(MAX_LINE));
-        let client = runtime
-            .block_on(async { tokio::time::timeout(HANDSHAKE, ().serve(transport)).await })
-            .map_err(|_| {
-                failed(
-                    name,
-                    &format!(
-                        "did not answer `initialize` within {} s",
-                        HANDSHAKE.as_secs()
-                    ),
-                    Some(&stderr),
-                )
-            })?
-            .map_err(|e| failed(name, &format!("failed its handshake: {e}"), Some(&stderr)))?;
-        Ok(Connected {
-            name: name.clone(),
-            client,
-            flooded,
-            stderr: Some(stderr),
-        })
+        self.handshake(name, transport, flooded, Some(stderr))
     }
 
     /// A streamable-HTTP server, dialled here on the host through the session's host-side proxy
@@ -339,21 +307,12 @@ impl<'a> McpTools<'a> {
         let fail = |what: String| StartError(format!("MCP server `{name}` at {url}: {what}"));
         let mut custom = std::collections::HashMap::new();
         for (header, value) in headers {
-            let (text, secret) = match value {
-                McpValue::Text(text) => (text.clone(), false),
-                McpValue::Secret(secret) => (
-                    secrets
-                        .value(secret)
-                        .ok_or_else(|| fail(format!("the secret `{secret}` was not resolved")))?
-                        .to_owned(),
-                    true,
-                ),
-            };
+            let text = resolve(name, value, secrets)?;
             let header_name = http::HeaderName::from_bytes(header.as_bytes())
                 .map_err(|e| fail(format!("the header `{header}`: {e}")))?;
             let mut header_value = http::HeaderValue::from_str(&text)
                 .map_err(|_| fail(format!("the value of the header `{header}` is not valid")))?;
-            header_value.set_sensitive(secret);
+            header_value.set_sensitive(matches!(value, McpValue::Secret(_)));
             custom.insert(header_name, header_value);
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -389,25 +348,40 @@ impl<'a> McpTools<'a> {
         let _guard = runtime.enter();
         let (transport, flooded) =
             bounded(StreamableHttpClientTransport::with_client(client, config));
-        let client = runtime
+        self.handshake(name, transport, flooded, None)
+    }
+
+    /// The MCP handshake over `transport`, within [`HANDSHAKE`]; a failure names the server
+    /// and ends with its stderr (a stdio server's).
+    fn handshake<T>(
+        &self,
+        name: &str,
+        transport: Bounded<T>,
+        flooded: Arc<std::sync::atomic::AtomicBool>,
+        stderr: Option<Tail>,
+    ) -> Result<Connected, StartError>
+    where
+        T: rmcp::transport::Transport<RoleClient> + 'static,
+    {
+        let client = self
+            .runtime()?
             .block_on(async { tokio::time::timeout(HANDSHAKE, ().serve(transport)).await })
             .map_err(|_| {
-                fail(format!(
-                    "did not answer `initialize` within {} s",
-                    HANDSHAKE.as_secs()
-                ))
+                failed(
+                    name,
+                    &format!(
+                        "did not answer `initialize` within {} s",
+                        HANDSHAKE.as_secs()
+                    ),
+                    stderr.as_ref(),
+                )
             })?
-            .map_err(|e| {
-                fail(format!(
-                    "failed its handshake: {}",
-                    cut(&cordon_protocol::text::escape_line(&e.to_string()), 1024)
-                ))
-            })?;
+            .map_err(|e| failed(name, &format!("failed its handshake: {e}"), stderr.as_ref()))?;
         Ok(Connected {
-            name: name.clone(),
+            name: name.to_owned(),
             client,
             flooded,
-            stderr: None,
+            stderr,
         })
     }
 
@@ -500,10 +474,11 @@ impl<'a> McpTools<'a> {
 
     fn call_mcp(&self, offered: &Offered, arguments: &str) -> CustomResult {
         let server = &self.servers[offered.server];
+        // No arguments at all (an empty text, `null`) is a call without them.
         let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
             Ok(serde_json::Value::Object(map)) => Some(map),
             Ok(serde_json::Value::Null) => None,
-            Ok(_) | Err(_) if arguments.trim().is_empty() => None,
+            Err(_) if arguments.trim().is_empty() => None,
             Ok(other) => {
                 return refusal(format!(
                     "error: the arguments of `{}` must be a JSON object, not {}",
@@ -530,10 +505,12 @@ impl<'a> McpTools<'a> {
             Err(_) => CustomResult {
                 ok: false,
                 output: format!(
-                    "MCP server `{}` did not answer `{}` within {} s",
+                    "MCP server `{}` did not answer `{}` within {} s (the step's `timeout` \
+                     bounds every call, at most {} s; raise it, or make the tool answer sooner)",
                     server.name,
                     offered.tool,
-                    limit.as_secs()
+                    limit.as_secs(),
+                    MAX_CALL.as_secs()
                 ),
                 fatal: true,
             },
@@ -688,11 +665,20 @@ fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
+    format!("{}…", &text[..text.floor_char_boundary(max)])
+}
+
+/// The value of an `env` entry or header: its text, or the secret's value.
+fn resolve(server: &str, value: &McpValue, secrets: &Secrets) -> Result<String, StartError> {
+    match value {
+        McpValue::Text(text) => Ok(text.clone()),
+        McpValue::Secret(secret) => secrets.value(secret).map(str::to_owned).ok_or_else(|| {
+            StartError(format!(
+                "MCP server `{server}` names the secret `{secret}`, which the run did not \
+                 resolve; declare it under `secrets:`"
+            ))
+        }),
     }
-    format!("{}…", &text[..end])
 }
 
 /// `<server>__<tool>` as providers take it: characters outside `[A-Za-z0-9_-]` become `_`, at

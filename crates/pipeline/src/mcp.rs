@@ -4,8 +4,6 @@
 
 use std::fmt;
 
-use cordon_egress::{Pattern, Scope};
-
 use crate::EnvName;
 use crate::decode;
 use crate::diagnostic::{FileSink, Position};
@@ -386,43 +384,45 @@ fn parse_url(text: &str) -> Result<McpUrl, String> {
 }
 
 /// Why `network` does not let the step reach `url`, when it does not (a warning at validate:
-/// the proxy refuses it at run time, and the server then fails the attempt).
+/// the proxy refuses it at run time, and the server then fails the attempt). Decided by the
+/// proxy's own policy; an address only the operator's `allow_private` can open is not warned
+/// about (the operator policy is not the pipeline's).
 pub fn unreachable(url: &McpUrl, network: &Network) -> Option<String> {
-    let allow = match network {
+    use cordon_egress::{Decision, Policy, PolicySpec, Reason, Target};
+    let (host, port) = (&url.host, url.port);
+    let spec = match network {
         Network::Open => return None,
         Network::None => {
             return Some(format!(
-                "the step's network is `none`, so {}:{} is refused; allow it under `network: \
-                 {{allow: [...]}}`",
-                url.host, url.port
+                "the step's network is `none`, so {host}:{port} is refused; allow it under \
+                 `network: {{allow: [...]}}`"
             ));
         }
-        Network::Allowlist(list) => &list.allow,
+        Network::Allowlist(list) => PolicySpec {
+            mode: cordon_egress::Mode::Allowlist,
+            allow: list.allow.clone(),
+            deny: list.deny.clone(),
+            ..PolicySpec::default()
+        },
     };
-    if allow.iter().any(|pattern| admits(pattern, url)) {
-        return None;
+    let authority = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let target = Target::parse(&authority).ok()?;
+    match Policy::new(spec).decide(&target) {
+        Decision::Deny(Reason::PortNotAllowed) => Some(format!(
+            "the step's network allows {host} but not port {port}; add `{authority}` to `allow`"
+        )),
+        Decision::Deny(Reason::DeniedPipeline) => Some(format!(
+            "the step's network denies {authority} in its `deny`"
+        )),
+        Decision::Deny(Reason::NotAllowed | Reason::IpLiteral) => Some(format!(
+            "the step's network does not allow {authority}; add it to `allow`"
+        )),
+        _ => None,
     }
-    Some(format!(
-        "the step's network does not allow {}:{}; add it to `allow`",
-        url.host, url.port
-    ))
-}
-
-fn admits(pattern: &Pattern, url: &McpUrl) -> bool {
-    let port_ok = cordon_egress::Port::new(url.port).is_some_and(|p| pattern.ports().admits(p));
-    let host_ok = match pattern.scope() {
-        Scope::Name(name) => name.as_str() == url.host,
-        Scope::Subdomains(name) => url
-            .host
-            .strip_suffix(name.as_str())
-            .is_some_and(|head| head.ends_with('.') && head.len() > 1),
-        Scope::Everything => true,
-        Scope::Ip(cidr) => url
-            .host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| cidr.contains(ip)),
-    };
-    port_ok && host_ok
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod event;
 mod image_ref;
 mod refusal;
 mod run_id;
+pub mod secret;
 mod step_name;
 pub mod terminal;
 pub mod text;

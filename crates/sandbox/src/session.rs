@@ -544,7 +544,8 @@ impl Session {
                 let source = io::Error::from_raw_os_error(errno);
                 return Err(match stage {
                     WorkloadStage::Exec => fail(format!(
-                        "the session has no usable /bin/sh to launch it ({source})"
+                        "the session has no usable /bin/sh to launch it ({source}); a background \
+                         process needs one, so use an image that has a shell"
                     )),
                     WorkloadStage::Directory => {
                         SandboxError::WorkingDirectory { path: cwd, source }

@@ -19,6 +19,6 @@ mod store;
 pub use error::StoreError;
 pub use lock::Lock;
 pub use read::{EventFilter, Reader};
-pub use run_id::new_run_id;
+pub use run_id::{new_run_id, random_hex};
 pub use state_dir::{StateDir, StateDirSource};
 pub use store::{RunRow, Store};

@@ -2,7 +2,6 @@
 //! cookie), so other local users and web pages cannot read runs from the loopback port.
 
 use std::fmt;
-use std::io::Read;
 
 use crate::WebError;
 
@@ -13,11 +12,9 @@ pub struct Token(String);
 impl Token {
     /// A fresh token from the kernel's random source.
     pub fn generate() -> Result<Token, WebError> {
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut bytes))
-            .map_err(|source| WebError::Random { source })?;
-        Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+        cordon_store::random_hex::<32>()
+            .map(Token)
+            .map_err(|source| WebError::Random { source })
     }
 
     /// A token with known text (tests, or a caller that manages its own secret).
@@ -32,12 +29,7 @@ impl Token {
     /// Compares in time independent of where the texts differ, so response timing does not
     /// reveal a prefix of the token.
     pub fn matches(&self, candidate: &str) -> bool {
-        let (a, b) = (self.0.as_bytes(), candidate.as_bytes());
-        let mut diff = u8::from(a.len() != b.len());
-        for (i, x) in a.iter().enumerate() {
-            diff |= x ^ b.get(i).copied().unwrap_or(0);
-        }
-        diff == 0 && !a.is_empty()
+        !self.0.is_empty() && cordon_protocol::secret::same(self.0.as_bytes(), candidate.as_bytes())
     }
 }
 

@@ -272,3 +272,46 @@ fn a_plan_must_be_a_tracked_unmodified_file_of_the_workspace() {
         String::from_utf8_lossy(&runs.stdout)
     );
 }
+
+#[test]
+fn a_plan_a_step_replaced_by_a_link_is_not_written_through_and_the_run_says_so() {
+    let (url, _seen) = openai_server(vec![chat(Some("done"), &[])]);
+    let outside = tempfile::tempdir().expect("tempdir");
+    let target = outside.path().join("target.md");
+    std::fs::write(&target, "# Elsewhere\nStatus: untouched\n").expect("write");
+    let f = fixture(
+        &url,
+        &format!(
+            "{AGENT}  - {{name: swap, command: 'rm PLAN.md && ln -s {} PLAN.md'}}\n",
+            target.display()
+        ),
+        &[("PLAN.md", PLAN)],
+    );
+    let out = run(&f, &["--plan", "PLAN.md"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "the work is done: {err}");
+    assert!(
+        err.contains("the plan PLAN.md was not marked done"),
+        "the run's closing line says so: {err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("read"),
+        "# Elsewhere\nStatus: untouched\n",
+        "nothing written through the link"
+    );
+    assert!(
+        std::fs::symlink_metadata(f.ws.join("PLAN.md"))
+            .expect("the link")
+            .file_type()
+            .is_symlink(),
+        "the step's link is left as it is"
+    );
+    // A resume keeps the plan it started with: giving one again is refused.
+    let refused = run(&f, &["--resume-last", "--plan", "PLAN.md"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("resume it without --context and --plan"),
+        "{}",
+        stderr(&refused)
+    );
+}

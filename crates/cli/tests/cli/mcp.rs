@@ -247,7 +247,7 @@ fn a_server_past_cordons_bounds_or_with_colliding_names_fails_the_attempt_naming
         ),
         (
             "--many-tools",
-            "MCP server `tickets` offers 136 tools, more than the 128 cordon takes from one server",
+            "MCP server `tickets` offers 137 tools, more than the 128 cordon takes from one server",
         ),
         (
             "--pages",
@@ -526,4 +526,33 @@ fn a_server_that_floods_the_client_with_requests_is_cut_off() {
         "{err}"
     );
     assert_eq!(seen.lock().expect("lock").len(), 1);
+}
+
+#[test]
+fn a_call_past_the_steps_timeout_ends_the_attempt_saying_what_bounds_it() {
+    let (url, seen) = openai_server(vec![
+        chat(
+            None,
+            &[("c1", "notes__sleep", serde_json::json!({"seconds": 60}))],
+        ),
+        chat(Some("never asked"), &[]),
+    ]);
+    let f = fixture(&openai(&url), NOTES, "[bash]");
+    let path = f.ws.join("pipeline.yaml");
+    let text = std::fs::read_to_string(&path).expect("read");
+    std::fs::write(&path, text.replace("timeout: 120", "timeout: 3")).expect("write");
+    git(&f.ws, &["commit", "-q", "-am", "short timeout"]);
+    let out = run(&f);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("MCP server `notes` did not answer `sleep` within")
+            && err.contains("raise it, or make the tool answer sooner"),
+        "{err}"
+    );
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        1,
+        "no call after the timeout"
+    );
 }

@@ -202,7 +202,8 @@ impl Executor for SandboxExecutor {
                         let listener =
                             std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(fail)?;
                         let addr = listener.local_addr().map_err(fail)?;
-                        let credential = format!("Bearer {}", random_token().map_err(fail)?);
+                        let credential =
+                            format!("Bearer {}", cordon_store::random_hex::<16>().map_err(fail)?);
                         let host = egress
                             .serve_into(
                                 listener,
@@ -256,14 +257,6 @@ impl Executor for SandboxExecutor {
             events,
         }))
     }
-}
-
-/// 32 hex digits from the kernel's random source.
-fn random_token() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Brings a closed session's git work into the host's repository, saying on stderr what was left

@@ -450,7 +450,7 @@ fn an_mcp_server_the_steps_network_does_not_reach_is_a_warning() {
     check(
         "mcp_network",
         &format!(
-            "name: x\n{LLM}steps:\n  - {{name: a, agent: dev, prompt: p, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n  - {{name: b, agent: dev, prompt: p, network: {{allow: ['*.example.com']}}, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n  - {{name: c, agent: dev, prompt: p, network: {{allow: ['ip:127.0.0.1:8931']}}, mcp: [{{name: local, url: 'http://127.0.0.1:8931/mcp'}}, {{name: other, url: 'http://127.0.0.1:9/mcp'}}]}}\n"
+            "name: x\n{LLM}steps:\n  - {{name: a, agent: dev, prompt: p, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n  - {{name: b, agent: dev, prompt: p, network: {{allow: ['*.example.com']}}, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n  - {{name: c, agent: dev, prompt: p, network: {{allow: ['ip:127.0.0.1:8931']}}, mcp: [{{name: local, url: 'http://127.0.0.1:8931/mcp'}}, {{name: other, url: 'http://127.0.0.1:9/mcp'}}]}}\n  - {{name: d, agent: dev, prompt: p, network: {{allow: ['docs.example.com:8443']}}, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n  - {{name: e, agent: dev, prompt: p, network: {{allow: ['*.example.com'], deny: ['docs.example.com']}}, mcp: [{{name: docs, url: 'https://docs.example.com/mcp'}}]}}\n"
         ),
     );
 }

@@ -1,7 +1,7 @@
 """A small MCP server for cordon's tests: newline-delimited JSON-RPC 2.0 on stdin/stdout, the
 stdio transport of the Model Context Protocol. Tools: `echo`, `write_note` (a file in the working
 directory), `read_path` (any path, to probe the sandbox), `env` (a variable of its environment),
-`crash` (exits at once, after a line on stderr). `--fail-at-start` writes to stderr and exits
+`sleep`, `crash` (exits at once, after a line on stderr). `--fail-at-start` writes to stderr and exits
 before the handshake; `--collide` adds two tools whose names reduce to one, `--many-tools` more
 tools than cordon takes, `--huge-schema` a schema past its bound, `--pages` an endless tool list; `flood` sends requests
 of its own without reading the answers. `--http PORT_FILE LOG_FILE`
@@ -53,6 +53,11 @@ TOOLS = [
         },
     },
     {
+        "name": "sleep",
+        "description": "Answers after `seconds`.",
+        "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+    },
+    {
         "name": "flood",
         "description": "Sends the client requests and never reads the answers.",
         "inputSchema": {"type": "object", "properties": {}},
@@ -93,6 +98,10 @@ def call(name, args):
             return text("cannot read: " + e.strerror, error=True)
     if name == "env":
         return text(os.environ.get(args["name"], "(unset)"))
+    if name == "sleep":
+        import time
+        time.sleep(args.get("seconds", 0))
+        return text("slept")
     if name == "flood":
         # Requests of its own, their answers never read.
         for i in range(200000):
