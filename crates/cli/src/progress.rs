@@ -604,6 +604,14 @@ fn notice(view: &RunView, record: &Record) -> Option<String> {
                 if list.is_empty() { "" } else { ": " }
             ))
         }
+        Event::DeliveryPushed { branch, sha, .. } => Some(format!(
+            "{step:<width$}  pushed {} to {branch}",
+            &sha[..sha.len().min(12)]
+        )),
+        Event::DeliveryPullRequest { url, number } => {
+            Some(format!("{step:<width$}  pull request #{number}: {url}"))
+        }
+        Event::ReportComment { url } => Some(format!("report: commented {url}")),
         Event::EgressDropped { count } => Some(format!(
             "{step:<width$}  egress: {count} more records not stored (the session's cap)"
         )),

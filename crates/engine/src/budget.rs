@@ -131,6 +131,17 @@ impl Meter {
         Meter::new(Limits::default(), None, &[])
     }
 
+    /// Tokens in and out so far, and their cost when the pipeline is priced.
+    pub fn used(&self) -> (u64, u64, Option<f64>) {
+        let used = *self.lock();
+        let cost = self
+            .inner
+            .pricing
+            .as_ref()
+            .map(|p| p.cost(used.input, used.output));
+        (used.input, used.output, cost)
+    }
+
     /// Counts one model call's tokens.
     pub fn record(&self, input: u64, output: u64) {
         let mut used = self.lock();

@@ -27,10 +27,12 @@ use crate::setup;
 use crate::state::RunState;
 use crate::workspace::{HostWorkspace, Missing};
 
+mod deliver;
 mod outcome;
 mod parallel;
 pub mod plan;
 use cordon_workspace::WsPath;
+pub use deliver::Delivery;
 
 /// What an observer tells the engine after seeing a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +107,10 @@ pub struct Engine<'a> {
     /// How this engine shares the log: alone, or as one side of an outcome run's parallel
     /// tasks (`parallel.rs`).
     role: parallel::Role,
+    /// The operator's bounds on `deliver` and `report`, and the run's scratch directory.
+    delivery: Delivery,
+    /// What this process knows of the report's issue.
+    progress: deliver::ReportProgress,
 }
 
 /// The changes against `HEAD` of the last diff taken, and its blob.
@@ -155,6 +161,8 @@ impl<'a> Engine<'a> {
             phase: None,
             seen,
             role: parallel::Role::Alone,
+            delivery: Delivery::default(),
+            progress: deliver::ReportProgress::default(),
         })
     }
 
@@ -225,6 +233,12 @@ impl<'a> Engine<'a> {
             return self.drive_outcome(spec);
         }
         loop {
+            // The report's comments that are due (the start, a finished step) come first.
+            match self.report_due() {
+                Ok(()) => {}
+                Err(Failure::Stop) => return Ok(Ending::Stopped),
+                Err(Failure::Error(err)) => return Err(err),
+            }
             let action = schedule::next(&self.state, self.cx.pipeline);
             let result = match action {
                 Action::Done(outcome) => return Ok(Ending::Finished(outcome)),
@@ -491,6 +505,7 @@ impl<'a> Engine<'a> {
                 }
                 committed
             }
+            StepKind::Action(HostAction::Deliver(deliver)) => self.deliver(name, deliver)?,
             StepKind::Agent(agent) => self.agent_step(step, agent, attempt, monitor.as_ref())?,
         };
         if let Some(exhausted) = monitor

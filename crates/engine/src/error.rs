@@ -25,6 +25,10 @@ pub enum EngineError {
     /// A `budget` limit was reached: the run stops, resumable with a higher limit (exit 1).
     #[error("{}; resume with a higher limit: `cordon run --resume <RUN_ID> {} <LIMIT>`", .0.reason(), .0.flag())]
     Budget(crate::budget::Exhausted),
+    /// `deliver` or `report` could not act: refused (exit 2), a token the forge refused (exit
+    /// 2), or a forge that is down (exit 1); the run stops, resumable.
+    #[error(transparent)]
+    Delivery(#[from] crate::deliver::DeliveryError),
     #[error("cannot {action} `{path}`")]
     Workspace {
         action: &'static str,
@@ -51,11 +55,13 @@ impl EngineError {
             EngineError::Unsupported(_) | EngineError::Secrets(_) => ErrorClass::Usage,
             EngineError::Git(err) if err.is_usage() => ErrorClass::Usage,
             EngineError::Refused(_) => ErrorClass::Layer,
+            EngineError::Delivery(err) if err.is_usage() => ErrorClass::Usage,
             EngineError::Agent(err) => err.class(),
             EngineError::Git(_)
             | EngineError::Store(_)
             | EngineError::Sandbox(_)
             | EngineError::Budget(_)
+            | EngineError::Delivery(_)
             | EngineError::Workspace { .. } => ErrorClass::Runtime,
         }
     }

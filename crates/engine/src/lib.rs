@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod agent_step;
 pub mod budget;
+pub mod deliver;
 pub mod egress;
 mod engine;
 mod error;
@@ -30,7 +31,7 @@ mod state;
 pub mod workspace;
 
 pub use agent::{AgentDriver, AgentTask, AgentVerdict, DriverError};
-pub use engine::{Control, Ending, Engine, Observer, RunContext};
+pub use engine::{Control, Delivery, Ending, Engine, Observer, RunContext};
 pub use error::{EngineError, ErrorClass, error_chain};
 pub use executor::{CommandResult, Executor, SessionSpec, StepSession};
 pub use outcome::TaskFold;

@@ -1019,6 +1019,17 @@ impl Ready {
             },
             mem_warn: limits.mem_warn,
         }));
+        let policy = &self.operator.policy;
+        engine.set_delivery(crate::Delivery {
+            destinations: crate::deliver::Destinations::new(
+                &policy.delivery.allow,
+                &policy.delivery.allow_insecure,
+                &policy.deny,
+                &policy.allow_private,
+                &policy.resolve,
+            ),
+            scratch: Some(scratch_dir(&self.store, self.run).join("delivery")),
+        });
         match self.begin {
             Begin::Fresh(max) => engine.start_run(
                 max,

@@ -66,6 +66,14 @@ impl Secrets {
             .map(|(_, _, v)| v.as_str())
     }
 
+    /// Every secret's reference and value (what a delivered commit must not hold).
+    pub fn named_values(&self) -> Vec<(String, String)> {
+        self.values
+            .iter()
+            .map(|(name, _, value)| (name.to_string(), value.clone()))
+            .collect()
+    }
+
     /// The variables a step that lists `names` gets.
     pub fn env_for(&self, names: &[SecretName]) -> Vec<(String, String)> {
         let wanted: BTreeMap<&SecretName, ()> = names.iter().map(|n| (n, ())).collect();

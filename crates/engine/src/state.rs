@@ -80,6 +80,16 @@ pub struct RunState {
     /// Steps whose setup ran (or was cached) in this run.
     pub setups: BTreeSet<StepName>,
     pub commit: Option<String>,
+    /// Every `commit.created` sha, in order (what `deliver` may push).
+    pub commits: Vec<String>,
+    /// Every `step.finished`, in order: what `report: {on: [step]}` comments on.
+    pub results: Vec<(StepName, Attempt, Verdict)>,
+    /// How many `report.comment`s the run has made.
+    pub report_comments: usize,
+    /// The last `delivery.pushed` (remote, branch, sha) and `delivery.pull_request` (url,
+    /// number).
+    pub pushed: Option<(String, String, String)>,
+    pub pull_request: Option<(String, u64)>,
     /// `tool.call`s without a `tool.result` yet: (step, call id).
     pub open_tool_calls: Vec<(StepName, String)>,
     /// Every pattern granted by `request_egress` (`policy.grant`), in order, once each.
@@ -108,6 +118,11 @@ impl Default for RunState {
             last_failure: None,
             setups: BTreeSet::new(),
             commit: None,
+            commits: Vec::new(),
+            results: Vec::new(),
+            report_comments: 0,
+            pushed: None,
+            pull_request: None,
             open_tool_calls: Vec::new(),
             grants: Vec::new(),
             last_seq: 0,
@@ -205,6 +220,7 @@ impl RunState {
                     status.verdict = Some(*verdict);
                     status.running = false;
                     self.finished.insert((step.clone(), *attempt));
+                    self.results.push((step.clone(), *attempt, *verdict));
                     // What the retried attempt is told: a failure, or why it could not be
                     // verified.
                     if *verdict != Verdict::Pass {
@@ -262,7 +278,21 @@ impl RunState {
                     self.setups.insert(step);
                 }
             }
-            Event::CommitCreated { sha, .. } => self.commit = Some(sha.clone()),
+            Event::CommitCreated { sha, .. } => {
+                self.commit = Some(sha.clone());
+                if !self.commits.contains(sha) {
+                    self.commits.push(sha.clone());
+                }
+            }
+            Event::DeliveryPushed {
+                remote,
+                branch,
+                sha,
+            } => self.pushed = Some((remote.clone(), branch.clone(), sha.clone())),
+            Event::DeliveryPullRequest { url, number } => {
+                self.pull_request = Some((url.clone(), *number));
+            }
+            Event::ReportComment { .. } => self.report_comments += 1,
             Event::ToolCall { id, .. } => {
                 if let Some(step) = step {
                     self.open_tool_calls.push((step, id.clone()));

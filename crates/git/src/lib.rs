@@ -14,6 +14,7 @@
 
 mod checks;
 mod commit;
+mod deliver;
 mod diff;
 mod error;
 mod fuzzing;
@@ -29,6 +30,7 @@ mod worktree;
 
 pub use checks::WorkDiff;
 pub use commit::{Committed, MAX_FILES};
+pub use deliver::Changed;
 pub use diff::{Change, PatchLimits, changes, quote, status};
 pub use error::GitError;
 pub use fuzzing::fuzz_stage;

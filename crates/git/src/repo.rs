@@ -73,7 +73,7 @@ impl Guard {
 /// planted before a crash is still caught after it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Baseline {
-    config: Option<Vec<u8>>,
+    pub(crate) config: Option<Vec<u8>>,
     /// `objects/info/alternates` (only checked when the git directory is writable).
     #[serde(default)]
     alternates: Option<Vec<u8>>,
@@ -97,7 +97,7 @@ pub struct Repo {
     pub(crate) refs: gix_ref::file::Store,
     pub(crate) identity: Identity,
     pub(crate) guard: Guard,
-    config: Option<Vec<u8>>,
+    pub(crate) config: Option<Vec<u8>>,
     alternates: Option<Vec<u8>>,
     absent: Vec<PathBuf>,
     pinned: Vec<(PathBuf, (u64, u64))>,

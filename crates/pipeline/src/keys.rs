@@ -129,6 +129,11 @@ pub(crate) const PIPELINE: Table = Table {
             doc: "The steps, in order; an omitted `on_pass` goes to the next one. A pipeline has `steps` or `outcome`.",
         },
         Key {
+            name: "report",
+            shape: Shape::Object(&REPORT),
+            doc: "Comment on a forge issue as the run goes: at its start, after each step when asked, and a summary at its end. Runs on the host with a token that never enters a sandbox.",
+        },
+        Key {
             name: "outcome",
             shape: Shape::Object(&OUTCOME),
             doc: "Instead of `steps`: carry an outcome (`cordon do \"OUTCOME\"`) through a task graph, each task planned, executed, scrutinized, verified and validated.",
@@ -515,13 +520,13 @@ pub(crate) const STEP: Table = Table {
         },
         Key {
             name: "action",
-            shape: Shape::Enum(&["commit"]),
-            doc: "A host action: `commit`.",
+            shape: Shape::Enum(&["commit", "deliver"]),
+            doc: "A host action: `commit`, or `deliver` (push the run's commits, open the pull request).",
         },
         Key {
             name: "params",
-            shape: Shape::Object(&COMMIT_PARAMS),
-            doc: "Action arguments (`commit`: `message`).",
+            shape: Shape::Object(&ACTION_PARAMS),
+            doc: "Action arguments (`commit`: `message`; `deliver`: `remote`, `branch`, `base`, `token`, `pull_request`).",
         },
         Key {
             name: "prompt",
@@ -683,16 +688,128 @@ pub(crate) const VERDICTS: Table = Table {
     ],
 };
 
-pub(crate) const COMMIT_PARAMS: Table = Table {
-    name: "CommitParams",
+pub(crate) const ACTION_PARAMS: Table = Table {
+    name: "ActionParams",
     what: "`params`",
-    doc: "Arguments of the `commit` action.",
+    doc: "Arguments of a host action: `commit` takes `message`; `deliver` takes the rest.",
     required: &[],
-    keys: &[Key {
-        name: "message",
-        shape: Shape::String,
-        doc: "Commit message; `{name}` is the pipeline name and `{run_id}` the run id.",
-    }],
+    keys: &[
+        Key {
+            name: "message",
+            shape: Shape::String,
+            doc: "`commit`: the commit message; `{name}` is the pipeline name and `{run_id}` the run id.",
+        },
+        Key {
+            name: "remote",
+            shape: Shape::String,
+            doc: "`deliver`: a remote of the workspace's repository by name, or an `https://` URL (`http://` only for destinations in the operator's `[delivery] allow_insecure`).",
+        },
+        Key {
+            name: "branch",
+            shape: Shape::String,
+            doc: "`deliver`: the branch pushed to; `{name}` and `{run_id}` are filled in. Default `cordon/{run_id}`.",
+        },
+        Key {
+            name: "base",
+            shape: Shape::String,
+            doc: "`deliver`: the branch the pull request targets. Default `main`.",
+        },
+        Key {
+            name: "token",
+            shape: Shape::Name,
+            doc: "`deliver`: the secret (declared under `secrets`) the push and the forge API authenticate with; host-side only.",
+        },
+        Key {
+            name: "pull_request",
+            shape: Shape::Object(&PULL_REQUEST),
+            doc: "`deliver`: find or open a pull request for the branch through the forge's API.",
+        },
+    ],
+};
+
+const FORGES: &[&str] = &["github", "gitea", "gitlab"];
+
+pub(crate) const PULL_REQUEST: Table = Table {
+    name: "PullRequest",
+    what: "`pull_request`",
+    doc: "The pull request `deliver` finds or opens.",
+    required: &["forge", "api_url", "repo"],
+    keys: &[
+        Key {
+            name: "forge",
+            shape: Shape::Enum(FORGES),
+            doc: "`github`, `gitea` (Forgejo too) or `gitlab`.",
+        },
+        Key {
+            name: "api_url",
+            shape: Shape::String,
+            doc: "The forge API's root: `https://api.example.com` (GitHub), `https://forge.example.com/api/v1` (Gitea), `https://forge.example.com/api/v4` (GitLab).",
+        },
+        Key {
+            name: "repo",
+            shape: Shape::String,
+            doc: "`OWNER/NAME` (GitLab: the project's path).",
+        },
+        Key {
+            name: "title",
+            shape: Shape::String,
+            doc: "The title; `{name}`, `{run_id}`, `{branch}`, `{base}` and `{sha}` are filled in. Default `cordon: {name} ({run_id})`.",
+        },
+        Key {
+            name: "body",
+            shape: Shape::String,
+            doc: "The description, with the same placeholders as `title`.",
+        },
+        Key {
+            name: "draft",
+            shape: Shape::Bool,
+            doc: "Open it as a draft. Default `false`.",
+        },
+    ],
+};
+
+pub(crate) const REPORT: Table = Table {
+    name: "Report",
+    what: "`report`",
+    doc: "The issue the run reports on and when.",
+    required: &["forge", "api_url", "repo", "token"],
+    keys: &[
+        Key {
+            name: "forge",
+            shape: Shape::Enum(FORGES),
+            doc: "`github`, `gitea` (Forgejo too) or `gitlab`.",
+        },
+        Key {
+            name: "api_url",
+            shape: Shape::String,
+            doc: "The forge API's root, as for `pull_request`.",
+        },
+        Key {
+            name: "repo",
+            shape: Shape::String,
+            doc: "`OWNER/NAME` (GitLab: the project's path).",
+        },
+        Key {
+            name: "issue",
+            shape: Shape::Positive,
+            doc: "The number of an existing issue to comment on. One of `issue` and `create`.",
+        },
+        Key {
+            name: "create",
+            shape: Shape::Bool,
+            doc: "`true`: open an issue for the run (found again on resume).",
+        },
+        Key {
+            name: "token",
+            shape: Shape::Name,
+            doc: "The secret (declared under `secrets`) the forge API authenticates with; host-side only.",
+        },
+        Key {
+            name: "on",
+            shape: Shape::EnumList(&["start", "step", "end"]),
+            doc: "When to comment: `start`, `step` (after each step), `end` (the summary). Default `[start, end]`.",
+        },
+    ],
 };
 
 pub(crate) const MCP: Table = Table {

@@ -7,6 +7,8 @@
 
 mod agent;
 mod decode;
+mod delivery;
+pub use delivery::{Deliver, Forge, PullRequest, Remote, Report, ReportIssue, ReportOn};
 mod diagnostic;
 mod env_name;
 mod isolation;
@@ -21,6 +23,8 @@ mod rel_path;
 pub mod schema;
 mod secret;
 mod size;
+mod url;
+pub use url::HttpUrl;
 mod validate;
 pub use validate::{parse_amount, parse_duration};
 mod yaml;

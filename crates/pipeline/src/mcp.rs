@@ -2,8 +2,6 @@
 //! step's sandbox session, streamable-HTTP servers dialled through the step's egress proxy. The
 //! model sees their tools as `<server>__<tool>`.
 
-use std::fmt;
-
 use crate::EnvName;
 use crate::decode;
 use crate::diagnostic::{FileSink, Position};
@@ -47,19 +45,8 @@ pub enum McpValue {
     Secret(SecretName),
 }
 
-/// An HTTP server's URL, with its host and port for the network check.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct McpUrl {
-    pub text: String,
-    pub host: String,
-    pub port: u16,
-}
-
-impl fmt::Display for McpUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
+/// An MCP server's URL (the one HTTP URL grammar of the pipeline).
+pub type McpUrl = crate::HttpUrl;
 
 impl McpServer {
     /// The secrets the server's `env` or `headers` name.
@@ -185,7 +172,7 @@ fn server(out: &mut FileSink<'_>, node: &Node) -> Option<McpServer> {
                 ok = false;
             }
             let text = decode::string(out, url_node, "url")?;
-            let url = match parse_url(&text) {
+            let url = match crate::url::parse(&text) {
                 Ok(url) => Some(url),
                 Err(why) => {
                     out.error(
@@ -334,55 +321,6 @@ fn header_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-/// `http://HOST[:PORT][/PATH]` or `https://…`; userinfo, fragments and control characters
-/// refused.
-fn parse_url(text: &str) -> Result<McpUrl, String> {
-    if text.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-        return Err("it holds spaces or control characters".to_owned());
-    }
-    let (rest, default_port) = if let Some(rest) = text.strip_prefix("https://") {
-        (rest, 443)
-    } else if let Some(rest) = text.strip_prefix("http://") {
-        (rest, 80)
-    } else {
-        return Err("it must start with `https://` or `http://`".to_owned());
-    };
-    if text.contains('#') {
-        return Err("it has a fragment (`#…`)".to_owned());
-    }
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    if authority.contains('@') {
-        return Err("it carries credentials; give them as `headers` with a secret".to_owned());
-    }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (host, after) = v6
-            .split_once(']')
-            .ok_or_else(|| "its IPv6 address has no closing `]`".to_owned())?;
-        (host, after.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (authority, None),
-        }
-    };
-    if host.is_empty() {
-        return Err("it names no host".to_owned());
-    }
-    let port = match port {
-        None => default_port,
-        Some(p) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("its port {} is not 1-65535", decode::quoted(p)))?,
-    };
-    Ok(McpUrl {
-        text: text.to_owned(),
-        host: host.to_ascii_lowercase(),
-        port,
-    })
-}
-
 /// Why `network` does not let the step reach `url`, when it does not (a warning at validate:
 /// the proxy refuses it at run time, and the server then fails the attempt). Decided by the
 /// proxy's own policy; an address only the operator's `allow_private` can open is not warned
@@ -462,7 +400,7 @@ mod tests {
             ("https://example.com/#x", Err("fragment")),
         ];
         for (text, want) in cases {
-            match (parse_url(text), want) {
+            match (crate::url::parse(text), want) {
                 (Ok(url), Ok((host, port))) => {
                     assert_eq!((url.host.as_str(), url.port), (*host, *port), "{text}");
                 }

@@ -37,6 +37,8 @@ pub struct Pipeline {
     pub pricing: Option<Pricing>,
     /// `outcome:` instead of `steps:` (DESIGN §13): `steps` is then empty.
     pub outcome: Option<OutcomeSpec>,
+    /// `report:` (DESIGN §15): the issue the run comments on.
+    pub report: Option<crate::Report>,
 }
 
 /// `max_tasks` when not given.
@@ -289,15 +291,18 @@ impl Timeout {
 pub enum Action {
     /// `action: commit`; `message` may hold `{name}` and `{run_id}`.
     Commit { message: String },
+    /// `action: deliver` (DESIGN §15): push the run's last commit, find or open its pull request.
+    Deliver(Box<crate::Deliver>),
 }
 
 impl Action {
-    pub const NAMES: &'static [&'static str] = &["commit"];
+    pub const NAMES: &'static [&'static str] = &["commit", "deliver"];
     pub const DEFAULT_COMMIT_MESSAGE: &'static str = "cordon: {name} ({run_id})";
 
     pub fn as_str(&self) -> &'static str {
         match self {
             Action::Commit { .. } => "commit",
+            Action::Deliver(_) => "deliver",
         }
     }
 }

@@ -31,6 +31,17 @@ pub struct OperatorPolicy {
     /// Root filesystem directories pipelines may name as `image` (`[images] paths`): absolute,
     /// each once. Pipelines otherwise name images from the store only.
     pub image_paths: Vec<String>,
+    /// `[delivery]`: where `deliver` and `report` may send the run's token.
+    pub delivery: DeliveryBounds,
+}
+
+/// `[delivery]` (DESIGN §15): host patterns of §5 (`ip:` rules included). `allow` bounds every
+/// destination of `deliver` and `report`, nothing allowed when empty; `allow_insecure` lets the
+/// ones it also matches be reached over plain `http://` (local forges).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DeliveryBounds {
+    pub allow: Vec<Pattern>,
+    pub allow_insecure: Vec<Pattern>,
 }
 
 /// Bounds for plan-declared egress (`request_egress`); an empty `allow` grants nothing.
@@ -66,7 +77,9 @@ const TOP_KEYS: &[&str] = &[
     "limits",
     "env",
     "images",
+    "delivery",
 ];
+const DELIVERY_KEYS: &[&str] = &["allow", "allow_insecure"];
 const ENV_KEYS: &[&str] = &["pass"];
 const IMAGE_KEYS: &[&str] = &["paths"];
 const GRANT_KEYS: &[&str] = &["allow", "deny"];
@@ -281,6 +294,26 @@ fn check(out: &mut FileSink<'_>, text: &str) -> Option<OperatorPolicy> {
                             policy.image_paths.push(text);
                         }
                     }
+                }
+            }
+            None => ok = false,
+        }
+    }
+    if let Some(value) = table.get("delivery") {
+        match cx.table(out, value, "delivery") {
+            Some(delivery) => {
+                cx.unknown_keys(out, delivery, DELIVERY_KEYS, "`[delivery]`");
+                if let Some(v) = delivery.get("allow") {
+                    ok &= cx
+                        .patterns(out, v, "delivery.allow", PatternList::Allow)
+                        .map(|p| policy.delivery.allow = p)
+                        .is_some();
+                }
+                if let Some(v) = delivery.get("allow_insecure") {
+                    ok &= cx
+                        .patterns(out, v, "delivery.allow_insecure", PatternList::Allow)
+                        .map(|p| policy.delivery.allow_insecure = p)
+                        .is_some();
                 }
             }
             None => ok = false,

@@ -2,6 +2,7 @@
 //! reporting every problem in one pass.
 
 mod budget;
+mod delivery;
 mod graph;
 mod isolation;
 mod llm;
@@ -173,7 +174,35 @@ pub(crate) fn pipeline(
              `isolation.image` or a step's `image`, or remove it",
         );
     }
+    // `deliver` pushes what the run committed: without a commit before it, nothing.
+    if let Some(steps) = &steps {
+        let mut committed = false;
+        for step in steps {
+            match &step.kind {
+                crate::StepKind::Action(crate::Action::Commit { .. }) => committed = true,
+                crate::StepKind::Action(crate::Action::Deliver(_)) if !committed => {
+                    if let Some(at) = fields.get("steps").map(|n| n.at) {
+                        out.error(
+                            at,
+                            format!(
+                                "step `{}` delivers the run's commits, but no step before it \
+                                 commits; add an `action: commit` step before it",
+                                step.name
+                            ),
+                        );
+                    }
+                    return None;
+                }
+                _ => {}
+            }
+        }
+    }
+    let report = match fields.get("report") {
+        Some(n) => delivery::report(out, n, &secret_names).map(Some),
+        None => Some(None),
+    };
     Some(Pipeline {
+        report: report?,
         name: name?,
         llm: match llm {
             Some(llm) => Some(llm?),

@@ -367,6 +367,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         files_omitted: Option<u64>,
     },
+    /// The `deliver` action pushed the run's last commit (DESIGN §15): `remote` is the URL without
+    /// credentials.
+    #[serde(rename = "delivery.pushed")]
+    DeliveryPushed {
+        remote: String,
+        branch: String,
+        sha: String,
+    },
+    /// The `deliver` action opened, or found, the run's pull request.
+    #[serde(rename = "delivery.pull_request")]
+    DeliveryPullRequest { url: String, number: u64 },
+    /// `report:` commented on its issue (the run's start, a step, the summary).
+    #[serde(rename = "report.comment")]
+    ReportComment { url: String },
     #[serde(rename = "resources.sample")]
     ResourcesSample {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -412,6 +426,9 @@ impl Event {
             Event::ToolResult { .. } => "tool.result",
             Event::ArtifactWritten { .. } => "artifact.written",
             Event::CommitCreated { .. } => "commit.created",
+            Event::DeliveryPushed { .. } => "delivery.pushed",
+            Event::DeliveryPullRequest { .. } => "delivery.pull_request",
+            Event::ReportComment { .. } => "report.comment",
             Event::ResourcesSample { .. } => "resources.sample",
             Event::ResourcesWarning { .. } => "resources.warning",
             Event::Error { .. } => "error",
@@ -436,7 +453,10 @@ impl Event {
             | Event::TasksPlanned { .. }
             | Event::TaskState { .. }
             | Event::BudgetExhausted { .. }
-            | Event::CommitCreated { .. } => true,
+            | Event::CommitCreated { .. }
+            | Event::DeliveryPushed { .. }
+            | Event::DeliveryPullRequest { .. }
+            | Event::ReportComment { .. } => true,
             // A route is recomputed from `step.finished` and the pipeline when it is lost, and
             // the next `step.started` makes it durable anyway.
             Event::Route { .. }

@@ -32,6 +32,12 @@ pub mod terminal {
     };
 }
 
+/// Programs cordon runs on the host, outside any sandbox (DESIGN §10: resolved from fixed
+/// directories, a scrubbed environment).
+pub mod host {
+    pub use crate::sys::host::pass_fd;
+}
+
 pub use config::{
     DEFAULT_TMP_SIZE, ImageRoot, InitProgram, InitStart, Network, PrivateGitDir, SessionConfig,
     Workspace,

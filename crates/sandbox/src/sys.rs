@@ -5,6 +5,7 @@
 pub(crate) mod cmdline;
 pub(crate) mod fd;
 pub(crate) mod filter;
+pub(crate) mod host;
 pub(crate) mod mount;
 pub(crate) mod net;
 pub(crate) mod netns;

@@ -555,6 +555,9 @@ impl RunView {
             | Event::ToolResult { .. }
             | Event::ArtifactWritten { .. }
             | Event::CommitCreated { .. }
+            | Event::DeliveryPushed { .. }
+            | Event::DeliveryPullRequest { .. }
+            | Event::ReportComment { .. }
             | Event::ResourcesWarning { .. }
             | Event::RunInterrupted { .. }
             | Event::Error { .. } => {}

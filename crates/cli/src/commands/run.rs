@@ -323,6 +323,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut refusals =
         cordon_engine::run::dry_run_refusals(&loaded.pipeline, &pipeline_file, &workspace, &env);
     refusals.extend(image_refusal(&loaded.pipeline, &args, &workspace));
+    refusals.extend(delivery_refusals(&loaded.pipeline, &args, &workspace));
     for refusal in refusals {
         eprintln!(
             "cordon: warning: `cordon run` would refuse: {}",
@@ -348,6 +349,41 @@ fn image_refusal(pipeline: &Pipeline, args: &Args, workspace: &Path) -> Option<S
     cordon_engine::images::RunImages::resolve(pipeline, &images, &paths, &[])
         .err()
         .map(|e| cordon_engine::error_chain(&e))
+}
+
+/// What `cordon run` would refuse of the pipeline's delivery and report destinations: those
+/// outside the operator policy's `[delivery]` bounds (decided without resolving names).
+fn delivery_refusals(pipeline: &Pipeline, args: &Args, workspace: &Path) -> Vec<String> {
+    let mut urls: Vec<(&cordon_pipeline::HttpUrl, &str)> = Vec::new();
+    for step in &pipeline.steps {
+        if let StepKind::Action(Action::Deliver(d)) = &step.kind {
+            if let cordon_pipeline::Remote::Url(url) = &d.remote {
+                urls.push((url, "the push remote"));
+            }
+            if let Some(pull) = &d.pull_request {
+                urls.push((&pull.api_url, "the forge API"));
+            }
+        }
+    }
+    if let Some(report) = &pipeline.report {
+        urls.push((&report.api_url, "the forge API"));
+    }
+    if urls.is_empty() {
+        return Vec::new();
+    }
+    let policy = crate::operator::load(args.shared.policy.as_deref(), Some(workspace))
+        .map(|o| o.policy)
+        .unwrap_or_default();
+    let bounds = cordon_engine::deliver::Destinations::new(
+        &policy.delivery.allow,
+        &policy.delivery.allow_insecure,
+        &policy.deny,
+        &policy.allow_private,
+        &policy.resolve,
+    );
+    urls.into_iter()
+        .filter_map(|(url, what)| bounds.decide(url, what).err().map(|e| e.to_string()))
+        .collect()
 }
 
 /// The resolved plan `--dry-run` prints.
@@ -411,6 +447,31 @@ impl Plan<'_> {
                 })
                 .collect();
             line("secrets", &secrets.join(", "));
+        }
+        if let Some(report) = &p.report {
+            let issue = match report.issue {
+                cordon_pipeline::ReportIssue::Number(n) => format!("issue #{n}"),
+                cordon_pipeline::ReportIssue::Create => "a new issue".to_owned(),
+            };
+            let on: Vec<&str> = [
+                (report.on.start, "start"),
+                (report.on.step, "each step"),
+                (report.on.end, "end"),
+            ]
+            .into_iter()
+            .filter_map(|(on, what)| on.then_some(what))
+            .collect();
+            line(
+                "report",
+                &format!(
+                    "{} {} at {}, {issue}: comments at {} (token: secret `{}`)",
+                    report.forge,
+                    report.repo,
+                    report.api_url,
+                    on.join(", "),
+                    report.token
+                ),
+            );
         }
         if !p.context_files.is_empty() {
             let files: Vec<String> = p.context_files.iter().map(ToString::to_string).collect();
@@ -561,6 +622,37 @@ impl Plan<'_> {
                     push("model lane", "127.0.0.1:3129 inside the sandbox".to_owned());
                 }
                 sandboxed(&mut push, &c.sandbox);
+            }
+            StepKind::Action(Action::Deliver(d)) => {
+                push("remote", d.remote.to_string());
+                push("branch", d.branch.clone());
+                push("base", d.base.clone());
+                push("token", format!("secret `{}` (host-side only)", d.token));
+                push(
+                    "pushes",
+                    "the run's last commit, descended from the run's start through the run's                      own commits; never forced; refused if a commit holds a secret's value"
+                        .to_owned(),
+                );
+                match &d.pull_request {
+                    Some(pull) => push(
+                        "pull request",
+                        format!(
+                            "{} {} at {}: \"{}\"{} (found first, opened if none)",
+                            pull.forge,
+                            pull.repo,
+                            pull.api_url,
+                            pull.title,
+                            if pull.draft { ", a draft" } else { "" }
+                        ),
+                    ),
+                    None => push("pull request", "none".to_owned()),
+                }
+                push(
+                    "runs",
+                    "on the host, outside any sandbox; every destination within the operator \
+                     policy's `[delivery] allow`"
+                        .to_owned(),
+                );
             }
             StepKind::Action(Action::Commit { message }) => {
                 push("message", one_line(message));

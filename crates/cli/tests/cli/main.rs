@@ -4,6 +4,7 @@ mod agent;
 mod agent_run;
 mod budget;
 mod caches;
+mod deliver;
 mod diff;
 mod doctor;
 mod documents;

@@ -160,7 +160,7 @@ impl Engine<'_> {
                 return Ok(Ending::Finished(outcome));
             }
             let next = schedule::next(&self.tasks, spec, self.state.max_attempts.max(1));
-            let result = match next {
+            let result = self.report_due().and_then(|()| match next {
                 Next::Phase {
                     task,
                     phase,
@@ -168,7 +168,7 @@ impl Engine<'_> {
                     rerun,
                 } => self.phase(spec, &task, phase, attempt, rerun),
                 other => self.act(spec, other),
-            };
+            });
             match result {
                 Ok(()) => {}
                 Err(Failure::Stop) => return Ok(Ending::Stopped),

@@ -173,7 +173,7 @@ impl<'a> Engine<'a> {
         std::thread::scope(|scope| {
             loop {
                 if failure.is_none()
-                    && let Err(caught) = self.catch_up()
+                    && let Err(caught) = self.catch_up().and_then(|()| self.report_due())
                 {
                     failure = Some(caught);
                 }

@@ -119,6 +119,9 @@ impl Engine<'_> {
                 format!("{reason}; {why}")
             };
         }
+        // The report's summary comes before the run is finished: a forge that is down leaves
+        // the run resumable, never silently finished without it.
+        self.report_end(outcome)?;
         self.append(
             None,
             cordon_protocol::Event::RunFinished { outcome, reason },

@@ -263,7 +263,7 @@ fn step(
         [(kind, _)] => match *kind {
             "agent" => agent_step(out, &fields, &label, cx, loaded, agents, false),
             "command" => command_step(out, &fields, &label, cx),
-            _ => action_step(out, &fields, &label),
+            _ => action_step(out, &fields, &label, cx),
         },
         [_, (second, at), ..] => {
             out.error(
@@ -588,7 +588,12 @@ pub(crate) fn command_step(
     }))
 }
 
-fn action_step(out: &mut FileSink<'_>, fields: &Fields<'_>, label: &str) -> Option<StepKind> {
+fn action_step(
+    out: &mut FileSink<'_>,
+    fields: &Fields<'_>,
+    label: &str,
+    cx: &Context<'_>,
+) -> Option<StepKind> {
     let mut ok = refuse_keys(out, fields, NOT_FOR_ACTIONS, |key| {
         format!(
             "host action {label} takes no `{key}`: actions run in cordon on the host, outside any sandbox; remove it"
@@ -599,10 +604,16 @@ fn action_step(out: &mut FileSink<'_>, fields: &Fields<'_>, label: &str) -> Opti
     });
     let node = fields.get("action")?;
     let name = decode::string(out, node, "action")?;
+    if name == "deliver" {
+        let deliver =
+            super::delivery::deliver(out, fields.get("params"), node.at, label, cx.secret_names);
+        ok.then_some(())?;
+        return Some(StepKind::Action(Action::Deliver(Box::new(deliver?))));
+    }
     if name != "commit" {
         let hint = match closest(&name, Action::NAMES.iter().copied()) {
             Some(best) => format!("did you mean `{best}`?"),
-            None => "the only host action is `commit`".to_owned(),
+            None => "the host actions are `commit` and `deliver`".to_owned(),
         };
         out.error(
             node.at,
@@ -613,7 +624,8 @@ fn action_step(out: &mut FileSink<'_>, fields: &Fields<'_>, label: &str) -> Opti
     let message = match fields.get("params") {
         None => Some(Action::DEFAULT_COMMIT_MESSAGE.to_owned()),
         Some(n) => {
-            let params = decode::fields(out, n, &keys::COMMIT_PARAMS)?;
+            let params = decode::fields(out, n, &keys::ACTION_PARAMS)?;
+            ok &= super::delivery::refuse_deliver_keys(out, &params);
             match params.get("message") {
                 None => Some(Action::DEFAULT_COMMIT_MESSAGE.to_owned()),
                 Some(m) => decode::string(out, m, "message")
@@ -627,19 +639,5 @@ fn action_step(out: &mut FileSink<'_>, fields: &Fields<'_>, label: &str) -> Opti
 
 /// A commit message may use `{name}` and `{run_id}`; any other `{…}` is a typo.
 fn commit_message(out: &mut FileSink<'_>, at: Position, text: String) -> Option<String> {
-    let mut rest = text.as_str();
-    while let Some(open) = rest.find('{') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find('}') else { break };
-        let placeholder = &after[..close];
-        if placeholder != "name" && placeholder != "run_id" {
-            out.error(
-                at,
-                format!("commit message placeholder `{{{placeholder}}}` is unknown; use `{{name}}` (the pipeline name) or `{{run_id}}`"),
-            );
-            return None;
-        }
-        rest = &after[close + 1..];
-    }
-    Some(text)
+    super::delivery::template(out, at, "commit message", &text, &["name", "run_id"])
 }

@@ -176,6 +176,29 @@ fn emit(p: &Pipeline) -> String {
             }
         }
     }
+    if let Some(r) = &p.report {
+        let issue = match r.issue {
+            cordon_pipeline::ReportIssue::Number(n) => format!("issue: {n}"),
+            cordon_pipeline::ReportIssue::Create => "create: true".to_owned(),
+        };
+        let on: Vec<&str> = [
+            (r.on.start, "start"),
+            (r.on.step, "step"),
+            (r.on.end, "end"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        let _ = writeln!(
+            y,
+            "report: {{forge: {}, api_url: {}, repo: {}, {issue}, token: {}, on: [{}]}}",
+            r.forge,
+            q(&r.api_url.text),
+            q(&r.repo),
+            r.token,
+            on.join(", ")
+        );
+    }
     let _ = writeln!(y, "steps:");
     for step in &p.steps {
         let _ = writeln!(y, "  - name: {}", step.name);
@@ -211,6 +234,17 @@ fn emit(p: &Pipeline) -> String {
                     y,
                     "    action: commit\n    params: {{message: {}}}",
                     q(message)
+                );
+                None
+            }
+            StepKind::Action(Action::Deliver(d)) => {
+                let _ = writeln!(
+                    y,
+                    "    action: deliver\n    params: {{remote: {}, branch: {}, base: {}, token: {}}}",
+                    q(&d.remote.to_string()),
+                    q(&d.branch),
+                    q(&d.base),
+                    d.token
                 );
                 None
             }
@@ -550,6 +584,24 @@ fn pipeline_strategy() -> impl Strategy<Value = Pipeline> {
                     output: 15.0,
                 }),
                 outcome: None,
+                // From the attempts, so a report is there or not, on an issue or a new one.
+                report: (attempts % 3 != 0).then(|| cordon_pipeline::Report {
+                    forge: cordon_pipeline::Forge::Gitea,
+                    api_url: cordon_pipeline::HttpUrl::parse("https://forge.example.test/api/v1")
+                        .expect("a URL"),
+                    repo: "octo/widgets".to_owned(),
+                    issue: if attempts % 2 == 0 {
+                        cordon_pipeline::ReportIssue::Create
+                    } else {
+                        cordon_pipeline::ReportIssue::Number(u64::from(attempts))
+                    },
+                    token: SecretName::parse("gh").expect("a name"),
+                    on: cordon_pipeline::ReportOn {
+                        start: attempts % 2 == 1,
+                        step: true,
+                        end: attempts % 5 != 0,
+                    },
+                }),
                 isolation,
                 network,
                 secrets,

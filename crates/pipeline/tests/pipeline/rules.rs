@@ -112,6 +112,45 @@ fn host_actions_take_no_sandbox_keys() {
 }
 
 #[test]
+fn deliver_and_report_say_what_is_wrong_with_each_parameter() {
+    let secrets = "secrets: {gh: {from: env, key: GH_TOKEN}}\n";
+    check(
+        "deliver_params",
+        &format!(
+            "name: x\n{secrets}steps:\n  - {{name: c, action: commit}}\n  - name: d\n    action: deliver\n    params:\n      remote: 'git@example.com:o/r.git'\n      token: gj\n      branch: 'cordon/{{run}}'\n      message: m\n      pull_request: {{forge: githib, api_url: 'ftp://example.com', repo: octo, title: '{{sha}} {{who}}'}}\n"
+        ),
+    );
+    check(
+        "deliver_url_remote",
+        &format!(
+            "name: x\n{secrets}steps:\n  - {{name: c, action: commit}}\n  - {{name: d, action: deliver, params: {{remote: 'https://me:pw@example.com/o/r.git', token: gh, base: 'a..b'}}}}\n  - {{name: e, action: deliver}}\n"
+        ),
+    );
+    check(
+        "deliver_before_commit",
+        &format!(
+            "name: x\n{secrets}steps:\n  - {{name: d, action: deliver, params: {{remote: origin, token: gh}}}}\n  - {{name: c, action: commit}}\n"
+        ),
+    );
+    check(
+        "commit_with_deliver_params",
+        "name: x\nsteps:\n  - {name: c, action: commit, params: {message: m, remote: origin}}\n",
+    );
+    check(
+        "report",
+        &format!(
+            "name: x\n{secrets}report: {{forge: gitlab, api_url: 'https://example.com/api/v4', repo: 'g/sub/p', issue: 3, create: true, token: gh, on: [start, stpe]}}\nsteps:\n  - {{name: a, command: make}}\n"
+        ),
+    );
+    check(
+        "report_needs_an_issue",
+        &format!(
+            "name: x\n{secrets}report: {{forge: github, api_url: 'https://api.example.com', repo: 'g/sub/p', token: nope, on: []}}\nsteps:\n  - {{name: a, command: make}}\n"
+        ),
+    );
+}
+
+#[test]
 fn keys_apply_only_to_their_kind_of_step() {
     check(
         "agent_keys_on_command",

@@ -197,6 +197,18 @@ fn every_kind() -> Vec<Event> {
             files_omitted: Some(3),
         },
         Event::EgressDropped { count: 5 },
+        Event::DeliveryPushed {
+            remote: "https://forge.example.com/o/r.git".into(),
+            branch: "cordon/run".into(),
+            sha: "abc".into(),
+        },
+        Event::DeliveryPullRequest {
+            url: "https://forge.example.com/o/r/pull/7".into(),
+            number: 7,
+        },
+        Event::ReportComment {
+            url: "https://forge.example.com/o/r/issues/3#issuecomment-1".into(),
+        },
         Event::TasksPlanned {
             tasks: vec![PlannedTask {
                 id: "t1".into(),
@@ -235,9 +247,10 @@ fn every_event_type_survives_its_stored_form() {
     kinds.dedup();
     assert_eq!(
         kinds.len(),
-        30,
+        33,
         "Appendix A lists 26 event types; Appendix B adds egress.dropped, budget.exhausted, \
-         tasks.planned and task.state (and run.interrupted, left out here)"
+         tasks.planned, task.state, delivery.pushed, delivery.pull_request and report.comment \
+         (and run.interrupted, left out here)"
     );
     for event in events {
         let back = Event::from_parts(event.kind(), &event.data_json())

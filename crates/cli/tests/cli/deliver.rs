@@ -1,0 +1,616 @@
+//! Delivery and reports (DESIGN §15): a real `git push` over smart HTTP (`git http-backend`
+//! behind basic auth) and a scripted GitHub API, both served on loopback by `deliver/forge.py`,
+//! which records every request. Judged by what the forge received: one branch at the run's
+//! commit (executable bits and links as committed), one pull request, one issue with one comment
+//! per moment, across kill -9 and resume; the token only ever held by cordon itself — never in
+//! an event, the state directory, a child's arguments or environment, or a step's sandbox; a
+//! destination outside `[delivery] allow` refused with the forge receiving nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::agent_run::events;
+use crate::run::{Fixture, git, stderr};
+use crate::support::{get, read_all};
+
+const FORGE: &str = include_str!("deliver/forge.py");
+const TOKEN: &str = "forge-token-0123456789-secret";
+
+/// The forge: its process, port, repositories and request log.
+struct Forge {
+    child: Child,
+    port: u16,
+    root: PathBuf,
+    log: PathBuf,
+}
+
+impl Forge {
+    /// A forge in `dir` with the empty bare repository `r.git`, accepting `token` for the push
+    /// and for the API.
+    fn start(dir: &Path) -> Forge {
+        Forge::with_tokens(dir, TOKEN, TOKEN)
+    }
+
+    fn with_tokens(dir: &Path, git_password: &str, api_token: &str) -> Forge {
+        let root = dir.join("forge");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        std::fs::write(dir.join("forge.py"), FORGE).expect("write");
+        git(&root, &["init", "-q", "--bare", "r.git"]);
+        let log = dir.join("forge.log");
+        let port_file = dir.join("forge.port");
+        let child = Command::new("python3")
+            .arg(dir.join("forge.py"))
+            .arg("--root")
+            .arg(&root)
+            .arg("--log")
+            .arg(&log)
+            .arg("--port-file")
+            .arg(&port_file)
+            .env("FORGE_GIT_PASSWORD", git_password)
+            .env("FORGE_API_TOKEN", api_token)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 forge.py");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file) {
+                break text.trim().parse().expect("a port");
+            }
+            assert!(Instant::now() < deadline, "the forge did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Forge {
+            child,
+            port,
+            root,
+            log,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Every request the forge received, in order.
+    fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+
+    /// The API's state: pulls, issues, comments.
+    fn state(&self) -> serde_json::Value {
+        let text = read_all(get(&format!("127.0.0.1:{}", self.port), "/state", None));
+        let body = text.split_once("\r\n\r\n").expect("a body").1;
+        serde_json::from_str(body).expect("JSON")
+    }
+
+    /// `refs/heads/<branch>` of the bare repository, if it exists.
+    fn branch(&self, branch: &str) -> Option<String> {
+        let out = Command::new("git")
+            .args(["--git-dir"])
+            .arg(self.root.join("r.git"))
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("refs/heads/{branch}"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("git rev-parse");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    fn flag(&self, name: &str) {
+        std::fs::write(self.root.join(name), "").expect("write a flag");
+    }
+}
+
+impl Drop for Forge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The operator policy: delivery to loopback, plain HTTP allowed there.
+const POLICY: &str = "allow_private = [\"127.0.0.0/8\"]\n[delivery]\nallow = [\"ip:127.0.0.1:*\"]\nallow_insecure = [\"ip:127.0.0.1:*\"]\n";
+
+/// A pipeline that makes a script, a link and its environment's dump, commits, and delivers to
+/// `forge`, with `report` (YAML under `report:`) when given.
+fn fixture(forge: &Forge, report: Option<&str>) -> Fixture {
+    let report = report.map(|r| format!("report:\n{r}")).unwrap_or_default();
+    let pipeline = format!(
+        "name: ship
+secrets:
+  gh: {{from: env, key: CORDON_FORGE_TOKEN}}
+{report}steps:
+  - name: make
+    command: \"printf 'echo hi\\\\n' > run.sh && chmod +x run.sh && ln -s run.sh link && env > env.txt\"
+  - name: commit
+    action: commit
+  - name: deliver
+    action: deliver
+    params:
+      remote: {remote}
+      token: gh
+      pull_request: {{forge: github, api_url: '{api}', repo: octo/widgets, title: 'ship {{run_id}}'}}
+",
+        remote = forge.url("/git/r.git"),
+        api = forge.url("/api"),
+    );
+    let f = Fixture::new(&pipeline);
+    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write the policy");
+    f
+}
+
+fn policy_arg(f: &Fixture) -> String {
+    format!("--policy={}", f.dir.path().join("policy.toml").display())
+}
+
+fn run(f: &Fixture, extra: &[&str]) -> std::process::Output {
+    let policy = policy_arg(f);
+    let mut args = vec!["run", "--no-ui", &policy];
+    args.extend_from_slice(extra);
+    f.cordon(&args)
+        .env("CORDON_FORGE_TOKEN", TOKEN)
+        .output()
+        .expect("cordon run")
+}
+
+fn of_type<'e>(events: &'e [serde_json::Value], kind: &str) -> Vec<&'e serde_json::Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file()
+                && std::fs::read(&path).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Asserts the token reached the forge only as credentials, and nothing of cordon's kept it.
+fn assert_token_kept_on_the_host(f: &Fixture, forge: &Forge) {
+    let requests = forge.requests();
+    for request in &requests {
+        let holders: Vec<&str> = request["holders"]
+            .as_array()
+            .expect("holders")
+            .iter()
+            .filter_map(|h| h.as_str())
+            .collect();
+        assert!(
+            holders.iter().all(|h| *h == "cordon"),
+            "only cordon itself may hold the token, never git, its helpers or a step: {request}"
+        );
+    }
+    let out = f
+        .cordon(&["logs", "--last", "--json"])
+        .output()
+        .expect("cordon logs");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    assert_eq!(
+        files_holding(&f.state, TOKEN.as_bytes()),
+        Vec::<PathBuf>::new(),
+        "the state directory (database, WAL, scratch repository) never holds the token"
+    );
+    let env = std::fs::read_to_string(f.ws.join("env.txt")).expect("env.txt");
+    assert!(
+        !env.contains(TOKEN) && !env.contains("CORDON_FORGE_TOKEN"),
+        "a step that does not list the secret never sees it: {env}"
+    );
+}
+
+#[test]
+fn a_run_pushes_its_commit_opens_one_pull_request_and_keeps_the_token_on_the_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let f = fixture(&forge, None);
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = events(&f);
+    let run = events[0]["run"].as_str().expect("a run id").to_owned();
+    let commit = of_type(&events, "commit.created")[0]["data"]["sha"]
+        .as_str()
+        .expect("a sha")
+        .to_owned();
+    let branch = format!("cordon/{run}");
+    assert_eq!(forge.branch(&branch), Some(commit.clone()));
+    // Executable bits and links as committed.
+    let tree = git(
+        &forge.root.join("r.git"),
+        &["ls-tree", &format!("refs/heads/{branch}")],
+    );
+    assert!(
+        tree.contains("100755 blob") && tree.contains("\trun.sh"),
+        "{tree}"
+    );
+    assert!(
+        tree.contains("120000 blob") && tree.contains("\tlink"),
+        "{tree}"
+    );
+    let pushed = of_type(&events, "delivery.pushed");
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(pushed[0]["data"]["branch"], branch.as_str());
+    assert_eq!(pushed[0]["data"]["sha"], commit.as_str());
+    assert_eq!(
+        pushed[0]["data"]["remote"],
+        forge.url("/git/r.git").as_str()
+    );
+    let pulls = forge.state()["pulls"].clone();
+    assert_eq!(pulls.as_array().map(Vec::len), Some(1), "{pulls}");
+    assert_eq!(pulls[0]["head"], branch.as_str());
+    assert_eq!(pulls[0]["base"], "main");
+    assert_eq!(pulls[0]["title"], format!("ship {run}").as_str());
+    assert!(
+        pulls[0]["body"]
+            .as_str()
+            .is_some_and(|b| b.contains(&commit))
+    );
+    let recorded = of_type(&events, "delivery.pull_request");
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0]["data"]["number"], 1);
+    assert_eq!(recorded[0]["data"]["url"], pulls[0]["html_url"]);
+    // The API saw the token as a bearer token; the push authenticated with basic auth.
+    let requests = forge.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r["path"] == "/api/repos/octo/widgets/pulls"
+                && r["auth"] == format!("Bearer {TOKEN}").as_str())
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r["path"] == "/git/r.git/git-receive-pack"
+                && r["auth"].as_str().is_some_and(|a| a.starts_with("Basic ")))
+    );
+    assert_token_kept_on_the_host(&f, &forge);
+    let text = stderr(&out);
+    assert!(
+        text.contains(&format!("pushed {}", &commit[..12])),
+        "{text}"
+    );
+    assert!(text.contains("pull request #1"), "{text}");
+}
+
+#[test]
+fn a_run_killed_while_the_forge_answers_resumes_to_one_branch_one_pull_request_and_one_issue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let f = fixture(
+        &forge,
+        Some(&format!(
+            "  forge: github\n  api_url: '{}'\n  repo: octo/widgets\n  create: true\n  token: gh\n  on: [start, step, end]\n",
+            forge.url("/api")
+        )),
+    );
+    // First killed right after the forge made the issue, then right after it made the pull
+    // request: each made, its answer never read.
+    let mut run_id: Option<String> = None;
+    for (flag, path) in [
+        ("hang-create_issue", "/api/repos/octo/widgets/issues"),
+        ("hang-create_pull", "/api/repos/octo/widgets/pulls"),
+    ] {
+        forge.flag(flag);
+        let policy = policy_arg(&f);
+        let args: Vec<&str> = match &run_id {
+            None => vec!["run", "--no-ui", &policy],
+            Some(id) => vec!["run", "--no-ui", &policy, "--resume", id.as_str()],
+        };
+        let mut child = f
+            .cordon(&args)
+            .env("CORDON_FORGE_TOKEN", TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cordon run");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !forge
+            .requests()
+            .iter()
+            .any(|r| r["method"] == "POST" && r["path"] == path)
+        {
+            assert!(Instant::now() < deadline, "cordon never asked for {path}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The forge has made it; cordon waits for the answer. kill -9.
+        std::thread::sleep(Duration::from_millis(200));
+        child.kill().expect("kill -9");
+        child.wait().expect("reaped");
+        if run_id.is_none() {
+            run_id = Some(events(&f)[0]["run"].as_str().expect("a run id").to_owned());
+        }
+    }
+    let id = run_id.expect("a run id");
+    let out = run(&f, &["--resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let state = forge.state();
+    assert_eq!(state["issues"].as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(state["pulls"].as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(
+        forge
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == "POST" && r["path"] == "/api/repos/octo/widgets/pulls")
+            .count(),
+        1,
+        "the pull request was found on resume, not opened again"
+    );
+    let issue = state["issues"][0]["number"].to_string();
+    let comments = state["comments"][&issue]
+        .as_array()
+        .expect("comments")
+        .clone();
+    // start, one per step (make, commit, deliver), the summary: each once.
+    let bodies: Vec<&str> = comments.iter().filter_map(|c| c["body"].as_str()).collect();
+    assert_eq!(bodies.len(), 5, "{bodies:#?}");
+    for (i, body) in bodies.iter().enumerate() {
+        assert!(
+            body.contains(&format!("<!-- cordon-report {id} {i} -->")),
+            "comment {i} is the run's {i}th: {body}"
+        );
+    }
+    assert!(bodies[0].contains("started"), "{}", bodies[0]);
+    assert!(
+        bodies[1].contains("Step `make` (attempt 1): **passed**"),
+        "{}",
+        bodies[1]
+    );
+    let summary = bodies[4];
+    assert!(summary.contains("finished: **success**"), "{summary}");
+    assert!(summary.contains("Pull request: #"), "{summary}");
+    assert!(summary.contains("Tokens: 0"), "{summary}");
+    let events = events(&f);
+    assert_eq!(of_type(&events, "report.comment").len(), 5);
+    assert_eq!(of_type(&events, "delivery.pull_request").len(), 1);
+    let commit = of_type(&events, "commit.created")[0]["data"]["sha"]
+        .as_str()
+        .expect("a sha")
+        .to_owned();
+    assert!(summary.contains(&commit[..12]), "{summary}");
+    assert_eq!(forge.branch(&format!("cordon/{id}")), Some(commit));
+    assert_token_kept_on_the_host(&f, &forge);
+}
+
+#[test]
+fn a_destination_outside_delivery_allow_is_refused_before_a_byte_is_sent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let f = fixture(&forge, None);
+    std::fs::write(
+        f.dir.path().join("policy.toml"),
+        "allow_private = [\"127.0.0.0/8\"]\n[delivery]\nallow = [\"forge.example.com\"]\n",
+    )
+    .expect("write");
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("refusing to send the token to the push remote 127.0.0.1")
+            && text.contains("[delivery] allow"),
+        "{text}"
+    );
+    assert_eq!(
+        forge.requests(),
+        Vec::<serde_json::Value>::new(),
+        "the forge received nothing"
+    );
+    // The control: the same run, resumed once the operator allows the forge, delivers.
+    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+    let out = run(&f, &["--resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(forge.branch(&format!("cordon/{id}")).is_some());
+}
+
+#[test]
+fn plain_http_needs_allow_insecure_and_the_forge_then_receives_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let f = fixture(&forge, None);
+    std::fs::write(
+        f.dir.path().join("policy.toml"),
+        "allow_private = [\"127.0.0.0/8\"]\n[delivery]\nallow = [\"ip:127.0.0.1:*\"]\n",
+    )
+    .expect("write");
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("allow_insecure"), "{}", stderr(&out));
+    assert_eq!(forge.requests(), Vec::<serde_json::Value>::new());
+}
+
+#[test]
+fn a_token_the_forge_refuses_exits_2_naming_the_forge_the_status_and_the_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The push is accepted; the API knows another token.
+    let forge = Forge::with_tokens(dir.path(), TOKEN, "another-token-0123456789");
+    let f = fixture(&forge, None);
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("the github API answered 401") && text.contains("Bad credentials"),
+        "{text}"
+    );
+    assert!(
+        text.contains("check that the secret holds a valid token"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN));
+    // And a push the remote refuses: git's 401, named.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::with_tokens(dir.path(), "another-token-0123456789", TOKEN);
+    let f = fixture(&forge, None);
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("answered 401"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains(TOKEN));
+}
+
+#[test]
+fn a_forge_that_is_down_stops_the_run_resumably_with_exit_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    forge.flag("down");
+    let f = fixture(&forge, None);
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(text.contains("answered 503"), "{text}");
+    assert!(text.contains("resume once it answers"), "{text}");
+    let events = events(&f);
+    assert!(
+        of_type(&events, "run.finished").is_empty(),
+        "a forge that is down takes no route: the run is left resumable"
+    );
+    assert_eq!(
+        of_type(&events, "delivery.pushed").len(),
+        1,
+        "the push itself went through"
+    );
+    std::fs::remove_file(forge.root.join("down")).expect("up again");
+    let id = events[0]["run"].as_str().expect("a run id").to_owned();
+    let out = run(&f, &["--resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = crate::agent_run::events(&f);
+    assert_eq!(of_type(&events, "delivery.pushed").len(), 1, "pushed once");
+    assert_eq!(of_type(&events, "delivery.pull_request").len(), 1);
+    assert_eq!(forge.state()["pulls"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_commit_holding_a_secrets_value_is_not_delivered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let pipeline = format!(
+        "name: leak
+secrets:
+  gh: {{from: env, key: CORDON_LEAKED_TOKEN}}
+steps:
+  - name: make
+    command: 'printf %s \"$CORDON_LEAKED_TOKEN\" > notes.txt'
+    secrets: [gh]
+  - name: commit
+    action: commit
+  - name: deliver
+    action: deliver
+    params: {{remote: '{}', token: gh}}
+",
+        forge.url("/git/r.git")
+    );
+    let f = Fixture::new(&pipeline);
+    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+    let policy = policy_arg(&f);
+    let out = f
+        .cordon(&["run", "--no-ui", &policy])
+        .env("CORDON_LEAKED_TOKEN", "leaked-token-0123456789")
+        .output()
+        .expect("cordon run");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("adds `notes.txt`, which holds the value of the secret `gh`"),
+        "{text}"
+    );
+    assert_eq!(
+        forge.requests(),
+        Vec::<serde_json::Value>::new(),
+        "nothing was sent"
+    );
+}
+
+#[test]
+fn a_remote_branch_at_a_commit_the_run_did_not_make_is_never_overwritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let pipeline_branch = "taken";
+    let f = Fixture::new(&format!(
+        "name: ship
+secrets:
+  gh: {{from: env, key: CORDON_FORGE_TOKEN}}
+steps:
+  - name: make
+    command: 'echo new > new.txt'
+  - name: commit
+    action: commit
+  - name: deliver
+    action: deliver
+    params: {{remote: '{}', token: gh, branch: {pipeline_branch}}}
+",
+        forge.url("/git/r.git")
+    ));
+    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+    // Someone else's commit on the branch: the workspace's first one.
+    let head = git(&f.ws, &["rev-parse", "HEAD"]).trim().to_owned();
+    git(
+        &f.ws,
+        &[
+            "push",
+            "-q",
+            forge.root.join("r.git").to_str().expect("utf-8"),
+            &format!("HEAD:refs/heads/{pipeline_branch}"),
+        ],
+    );
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(text.contains("which this run did not make"), "{text}");
+    assert!(text.contains("never overwrites"), "{text}");
+    assert_eq!(forge.branch(pipeline_branch), Some(head));
+}
+
+#[test]
+fn dry_run_shows_what_would_be_pushed_and_opened_and_warns_outside_the_bounds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let f = fixture(
+        &forge,
+        Some(&format!(
+            "  forge: github\n  api_url: '{}'\n  repo: octo/widgets\n  issue: 7\n  token: gh\n",
+            forge.url("/api")
+        )),
+    );
+    let out = f
+        .cordon(&["run", "--dry-run"])
+        .env("CORDON_FORGE_TOKEN", TOKEN)
+        .output()
+        .expect("dry run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("host action `deliver`"), "{text}");
+    assert!(text.contains("cordon/{run_id}"), "{text}");
+    assert!(text.contains("secret `gh` (host-side only)"), "{text}");
+    assert!(text.contains("github octo/widgets"), "{text}");
+    assert!(text.contains("issue #7: comments at start, end"), "{text}");
+    assert!(!text.contains(TOKEN));
+    // Without the operator policy, nothing is allowed: said for each destination.
+    let warnings = stderr(&out);
+    assert!(
+        warnings.contains("would refuse: refusing to send the token to the push remote"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("the forge API"), "{warnings}");
+    assert_eq!(forge.requests(), Vec::<serde_json::Value>::new());
+}

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""A forge on loopback for cordon's delivery tests.
+
+* `/git/<name>.git/...`: git's smart HTTP, served by `git http-backend` (the distribution's)
+  behind basic auth, over bare repositories in ROOT.
+* `/api/...`: a scripted GitHub REST API (pull requests, issues, comments) behind a bearer
+  token, its state in memory (`GET /state` shows it, unrecorded).
+
+Every request is appended to LOG as a JSON line: method, path, query, the Authorization header,
+the body (API requests), and `holders`: every process (by its `comm`) whose command line or
+environment held the API token while the request was served — how a test sees that only cordon
+itself held it, never git, a credential helper or a step.
+
+Files in ROOT steer it: `down` (every API request answers 503), `hang-<what>` (the next
+`create_pull` / `create_issue` is made, then answered only after 60 s: a test kills cordon in
+between; the file is removed when it is used).
+"""
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STATE = {"pulls": [], "issues": [], "comments": {}}
+
+
+def holders(token):
+    """The `comm` of cordon processes and of everything they started whose command line or
+    environment holds `token` (other processes, the tests' own among them, are not cordon's)."""
+    if not token:
+        return []
+    needle = token.encode()
+    parent, comm = {}, {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/comm") as f:
+                comm[pid] = f.read().strip()
+        except OSError:
+            continue
+        # `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+        parent[pid] = stat[stat.rindex(")") + 2:].split()[1]
+
+    def under_cordon(pid):
+        seen = 0
+        while pid in comm and seen < 64:
+            if comm[pid] == "cordon":
+                return True
+            pid, seen = parent.get(pid), seen + 1
+        return False
+
+    found = []
+    for pid in comm:
+        if not under_cordon(pid):
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:
+                environ = b""
+        except OSError:
+            continue
+        if needle in cmdline or needle in environ:
+            found.append(comm[pid])
+    return sorted(found)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def record(self, body):
+        url = urllib.parse.urlsplit(self.path)
+        entry = {
+            "method": self.command,
+            "path": url.path,
+            "query": dict(urllib.parse.parse_qsl(url.query)),
+            "auth": self.headers.get("Authorization"),
+            "body": body.decode("utf-8", "replace") if url.path.startswith("/api/") else None,
+            "holders": holders(self.server.api_token),
+        }
+        with LOCK, open(self.server.log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def send(self, status, payload=b"", headers=()):
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(payload)
+        self.close_connection = True
+
+    def json(self, status, value):
+        self.send(status, json.dumps(value).encode(), [("Content-Type", "application/json")])
+
+    def do_GET(self):
+        self.handle_any()
+
+    def do_POST(self):
+        self.handle_any()
+
+    def handle_any(self):
+        body = self.body()
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/state":
+            with LOCK:
+                return self.json(200, STATE)
+        self.record(body)
+        if path.startswith("/git/"):
+            return self.git(body)
+        if path.startswith("/api/"):
+            return self.api(body)
+        self.send(404)
+
+    def git(self, body):
+        auth = self.headers.get("Authorization", "")
+        want = "Basic " + base64.b64encode(
+            f"{self.server.git_user}:{self.server.git_password}".encode()
+        ).decode()
+        if auth != want:
+            return self.send(401, b"no", [("WWW-Authenticate", 'Basic realm="git"')])
+        url = urllib.parse.urlsplit(self.path)
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "GIT_PROJECT_ROOT": self.server.root,
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "PATH_INFO": url.path[len("/git"):],
+            "QUERY_STRING": url.query,
+            "REQUEST_METHOD": self.command,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_USER": self.server.git_user,
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        if self.headers.get("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
+        if self.headers.get("Git-Protocol"):
+            env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
+        out = subprocess.run(
+            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+        ).stdout
+        head, _, payload = out.partition(b"\r\n\r\n")
+        status, headers = 200, []
+        for line in head.decode().split("\r\n"):
+            if not line:
+                continue
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            else:
+                headers.append((name, value.strip()))
+        self.send(status, payload, headers)
+
+    def hang(self, what):
+        flag = os.path.join(self.server.root, f"hang-{what}")
+        if os.path.exists(flag):
+            os.unlink(flag)
+            time.sleep(60)
+
+    def api(self, body):
+        if os.path.exists(os.path.join(self.server.root, "down")):
+            return self.json(503, {"message": "the forge is down for maintenance"})
+        if self.headers.get("Authorization") != f"Bearer {self.server.api_token}":
+            return self.json(401, {"message": "Bad credentials"})
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        parts = url.path.split("/")[2:]  # repos, owner, name, ...
+        if len(parts) < 4 or parts[0] != "repos":
+            return self.json(404, {"message": "Not Found"})
+        owner, name, rest = parts[1], parts[2], parts[3:]
+        base = f"http://forge.test/{owner}/{name}"
+        data = json.loads(body) if body else {}
+        page = int(query.get("page", "1"))
+        with LOCK:
+            if rest == ["pulls"] and self.command == "GET":
+                head = query.get("head", "")
+                found = [
+                    p for p in STATE["pulls"]
+                    if f"{owner}:{p['head']}" == head and p["base"] == query.get("base", p["base"])
+                ]
+                return self.json(200, found if page == 1 else [])
+            if rest == ["pulls"] and self.command == "POST":
+                number = len(STATE["pulls"]) + len(STATE["issues"]) + 1
+                pull = {
+                    "number": number,
+                    "html_url": f"{base}/pull/{number}",
+                    "head": data["head"],
+                    "base": data["base"],
+                    "title": data["title"],
+                    "body": data["body"],
+                    "draft": data.get("draft", False),
+                }
+                STATE["pulls"].append(pull)
+            elif rest == ["issues"] and self.command == "GET":
+                issues = list(reversed(STATE["issues"]))
+                return self.json(200, issues if page == 1 else [])
+            elif rest == ["issues"] and self.command == "POST":
+                number = len(STATE["pulls"]) + len(STATE["issues"]) + 1
+                issue = {
+                    "number": number,
+                    "html_url": f"{base}/issues/{number}",
+                    "title": data["title"],
+                    "body": data["body"],
+                }
+                STATE["issues"].append(issue)
+                STATE["comments"][str(number)] = []
+            elif len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
+                comments = STATE["comments"].get(rest[1])
+                if comments is None:
+                    return self.json(404, {"message": "Not Found"})
+                if self.command == "GET":
+                    return self.json(200, comments if page == 1 else [])
+                index = sum(len(c) for c in STATE["comments"].values()) + 1
+                comment = {
+                    "id": index,
+                    "html_url": f"{base}/issues/{rest[1]}#issuecomment-{index}",
+                    "body": data["body"],
+                }
+                comments.append(comment)
+                return self.json(201, comment)
+            else:
+                return self.json(404, {"message": "Not Found"})
+        # Made, and answered after a pause when asked to (the lock released first).
+        made = pull if rest == ["pulls"] else issue
+        self.hang("create_pull" if rest == ["pulls"] else "create_issue")
+        return self.json(201, made)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--git-user", default="x-access-token")
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.root = args.root
+    server.log = args.log
+    server.git_user = args.git_user
+    # From the environment, not the command line: the tokens are the tests' secrets.
+    server.git_password = os.environ["FORGE_GIT_PASSWORD"]
+    server.api_token = os.environ["FORGE_API_TOKEN"]
+    open(args.log, "a").close()
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(args.port_file + ".tmp", args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

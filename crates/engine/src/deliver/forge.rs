@@ -1,0 +1,682 @@
+//! Forge APIs (DESIGN §15): find or open a pull request, find or open an issue, comment on it.
+//! GitHub's REST API first; Gitea (and Forgejo) and GitLab behind the same [`Forge`] trait.
+//!
+//! Each operation is a pure [`Call`] (method, path segments, query, JSON body) built by the
+//! forge's adapter and read back by it from the JSON answer, so the shapes are unit tables; one
+//! [`Api`] sends them: the token in a sensitive header, no redirects, no environment proxy, the
+//! destination pinned to the addresses the delivery bounds admitted, every answer bounded.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cordon_pipeline::{Forge as ForgeKind, HttpUrl};
+use serde_json::{Value, json};
+
+use super::DeliveryError;
+
+/// The most bytes of one answer read.
+pub const MAX_ANSWER: u64 = 4 << 20;
+/// The most pages of a listing read (pull requests, issues, comments).
+pub const MAX_PAGES: u32 = 10;
+/// Entries asked for per page.
+const PER_PAGE: u32 = 100;
+/// How long one API call may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A pull request or an issue: its number and its page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub number: u64,
+    pub url: String,
+}
+
+/// One API call, before it is sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    pub method: &'static str,
+    /// Path segments under the API root, each percent-encoded as one segment.
+    pub path: Vec<String>,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Option<Value>,
+}
+
+impl Call {
+    fn get(path: Vec<String>, query: Vec<(&'static str, String)>) -> Call {
+        Call {
+            method: "GET",
+            path,
+            query,
+            body: None,
+        }
+    }
+
+    fn post(path: Vec<String>, body: Value) -> Call {
+        Call {
+            method: "POST",
+            path,
+            query: Vec::new(),
+            body: Some(body),
+        }
+    }
+}
+
+/// What a pull request is opened with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPull<'a> {
+    pub title: &'a str,
+    pub body: &'a str,
+    pub head: &'a str,
+    pub base: &'a str,
+    pub draft: bool,
+}
+
+/// A forge's API, as `deliver` and `report` use it.
+pub trait Forge {
+    /// The open pull request from `head` into `base`, if there is one.
+    fn find_pull(&self, head: &str, base: &str) -> Result<Option<Item>, DeliveryError>;
+    fn create_pull(&self, pull: &NewPull<'_>) -> Result<Item, DeliveryError>;
+    /// The issue whose description holds `marker` (the run's own), among the latest ones.
+    fn find_issue(&self, marker: &str) -> Result<Option<Item>, DeliveryError>;
+    fn create_issue(&self, title: &str, body: &str) -> Result<Item, DeliveryError>;
+    /// The URL of the comment on `issue` whose text holds `marker`, if there is one.
+    fn find_comment(&self, issue: u64, marker: &str) -> Result<Option<String>, DeliveryError>;
+    /// Comments on `issue`; returns the comment's URL.
+    fn comment(&self, issue: u64, body: &str) -> Result<String, DeliveryError>;
+}
+
+/// The adapter of `kind` over `api`.
+pub fn adapter(kind: ForgeKind, api: Api, repo: &str) -> Box<dyn Forge> {
+    let repo = repo.to_owned();
+    match kind {
+        ForgeKind::Github => Box::new(Adapter {
+            api,
+            shape: Shape::Github,
+            repo,
+        }),
+        ForgeKind::Gitea => Box::new(Adapter {
+            api,
+            shape: Shape::Gitea,
+            repo,
+        }),
+        ForgeKind::Gitlab => Box::new(Adapter {
+            api,
+            shape: Shape::Gitlab,
+            repo,
+        }),
+    }
+}
+
+/// The request and answer shapes of each forge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Github,
+    Gitea,
+    Gitlab,
+}
+
+impl Shape {
+    /// `repos/OWNER/NAME` or `projects/<the path as one segment>`.
+    fn base(self, repo: &str) -> Vec<String> {
+        match self {
+            Shape::Github | Shape::Gitea => {
+                let mut path = vec!["repos".to_owned()];
+                path.extend(repo.split('/').map(str::to_owned));
+                path
+            }
+            Shape::Gitlab => vec!["projects".to_owned(), repo.to_owned()],
+        }
+    }
+
+    fn at(self, repo: &str, rest: &[&str]) -> Vec<String> {
+        let mut path = self.base(repo);
+        path.extend(rest.iter().map(|s| (*s).to_owned()));
+        path
+    }
+
+    fn page(self, page: u32) -> Vec<(&'static str, String)> {
+        let size = match self {
+            Shape::Gitea => ("limit", "50".to_owned()),
+            Shape::Github | Shape::Gitlab => ("per_page", PER_PAGE.to_string()),
+        };
+        vec![size, ("page", page.to_string())]
+    }
+
+    pub fn find_pull(self, repo: &str, head: &str, base: &str, page: u32) -> Call {
+        let mut query = match self {
+            Shape::Github => {
+                let owner = repo.split('/').next().unwrap_or_default();
+                vec![
+                    ("state", "open".to_owned()),
+                    ("head", format!("{owner}:{head}")),
+                    ("base", base.to_owned()),
+                ]
+            }
+            Shape::Gitea => vec![("state", "open".to_owned())],
+            Shape::Gitlab => vec![
+                ("state", "opened".to_owned()),
+                ("source_branch", head.to_owned()),
+                ("target_branch", base.to_owned()),
+            ],
+        };
+        query.extend(self.page(page));
+        let what = match self {
+            Shape::Github | Shape::Gitea => "pulls",
+            Shape::Gitlab => "merge_requests",
+        };
+        Call::get(self.at(repo, &[what]), query)
+    }
+
+    /// The pull request of `head` into `base` in one listed entry.
+    pub fn pull_of(self, entry: &Value, head: &str, base: &str) -> Option<Item> {
+        let matches = match self {
+            // GitHub filtered by the query.
+            Shape::Github => true,
+            Shape::Gitea => {
+                entry["head"]["ref"].as_str() == Some(head)
+                    && entry["base"]["ref"].as_str() == Some(base)
+            }
+            Shape::Gitlab => {
+                entry["source_branch"].as_str() == Some(head)
+                    && entry["target_branch"].as_str() == Some(base)
+            }
+        };
+        matches.then(|| self.item(entry)).flatten()
+    }
+
+    pub fn create_pull(self, repo: &str, pull: &NewPull<'_>) -> Call {
+        match self {
+            Shape::Github => Call::post(
+                self.at(repo, &["pulls"]),
+                json!({"title": pull.title, "body": pull.body, "head": pull.head,
+                       "base": pull.base, "draft": pull.draft}),
+            ),
+            // Gitea marks a draft by its title's prefix.
+            Shape::Gitea => Call::post(
+                self.at(repo, &["pulls"]),
+                json!({"title": draft_title("WIP: ", pull), "body": pull.body,
+                       "head": pull.head, "base": pull.base}),
+            ),
+            Shape::Gitlab => Call::post(
+                self.at(repo, &["merge_requests"]),
+                json!({"title": draft_title("Draft: ", pull), "description": pull.body,
+                       "source_branch": pull.head, "target_branch": pull.base}),
+            ),
+        }
+    }
+
+    pub fn list_issues(self, repo: &str, run_marker: &str, page: u32) -> Call {
+        let mut query = match self {
+            Shape::Github => vec![
+                ("state", "all".to_owned()),
+                ("sort", "created".to_owned()),
+                ("direction", "desc".to_owned()),
+            ],
+            Shape::Gitea => vec![("state", "all".to_owned()), ("type", "issues".to_owned())],
+            Shape::Gitlab => vec![
+                ("search", run_marker.to_owned()),
+                ("in", "description".to_owned()),
+            ],
+        };
+        query.extend(self.page(page));
+        Call::get(self.at(repo, &["issues"]), query)
+    }
+
+    /// The issue of one listed entry when its description holds `marker` (GitHub lists pull
+    /// requests among issues: those are passed over).
+    pub fn issue_with(self, entry: &Value, marker: &str) -> Option<Item> {
+        let text = match self {
+            Shape::Github | Shape::Gitea => entry["body"].as_str(),
+            Shape::Gitlab => entry["description"].as_str(),
+        };
+        let pull = self == Shape::Github && !entry["pull_request"].is_null();
+        (!pull && text.is_some_and(|t| t.contains(marker)))
+            .then(|| self.item(entry))
+            .flatten()
+    }
+
+    pub fn create_issue(self, repo: &str, title: &str, body: &str) -> Call {
+        let text = match self {
+            Shape::Github | Shape::Gitea => "body",
+            Shape::Gitlab => "description",
+        };
+        Call::post(
+            self.at(repo, &["issues"]),
+            json!({"title": title, text: body}),
+        )
+    }
+
+    fn comments_path(self, repo: &str, issue: u64) -> Vec<String> {
+        let what = match self {
+            Shape::Github | Shape::Gitea => "comments",
+            Shape::Gitlab => "notes",
+        };
+        self.at(repo, &["issues", &issue.to_string(), what])
+    }
+
+    pub fn list_comments(self, repo: &str, issue: u64, page: u32) -> Call {
+        Call::get(self.comments_path(repo, issue), self.page(page))
+    }
+
+    pub fn comment(self, repo: &str, issue: u64, body: &str) -> Call {
+        Call::post(self.comments_path(repo, issue), json!({"body": body}))
+    }
+
+    /// A comment's URL from its entry: its page (`html_url`), or on GitLab, whose notes have
+    /// none, the note's API address.
+    pub fn comment_url(self, entry: &Value, api: &str, repo: &str, issue: u64) -> Option<String> {
+        match self {
+            Shape::Github | Shape::Gitea => entry["html_url"].as_str().map(str::to_owned),
+            Shape::Gitlab => entry["id"].as_u64().map(|id| {
+                format!(
+                    "{}/projects/{}/issues/{issue}/notes/{id}",
+                    api.trim_end_matches('/'),
+                    repo.replace('/', "%2F")
+                )
+            }),
+        }
+    }
+
+    /// Number and page of a pull request or issue.
+    pub fn item(self, entry: &Value) -> Option<Item> {
+        let (number, url) = match self {
+            Shape::Github | Shape::Gitea => (&entry["number"], &entry["html_url"]),
+            Shape::Gitlab => (&entry["iid"], &entry["web_url"]),
+        };
+        Some(Item {
+            number: number.as_u64()?,
+            url: url.as_str()?.to_owned(),
+        })
+    }
+}
+
+fn draft_title(prefix: &str, pull: &NewPull<'_>) -> String {
+    if pull.draft {
+        format!("{prefix}{}", pull.title)
+    } else {
+        pull.title.to_owned()
+    }
+}
+
+struct Adapter {
+    api: Api,
+    shape: Shape,
+    repo: String,
+}
+
+impl Adapter {
+    /// Every entry of a listing, page by page, until `pick` finds one or the pages end.
+    fn scan<T>(
+        &self,
+        call: impl Fn(u32) -> Call,
+        pick: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Option<T>, DeliveryError> {
+        for page in 1..=MAX_PAGES {
+            let answer = self.api.send(&call(page))?;
+            let Some(entries) = answer.as_array() else {
+                return Err(self.api.unexpected("a listing that is not a JSON array"));
+            };
+            if let Some(found) = entries.iter().find_map(&pick) {
+                return Ok(Some(found));
+            }
+            if entries.is_empty() {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    fn item(&self, answer: &Value, what: &str) -> Result<Item, DeliveryError> {
+        self.shape.item(answer).ok_or_else(|| {
+            self.api
+                .unexpected(&format!("a {what} without a number and a URL"))
+        })
+    }
+}
+
+impl Forge for Adapter {
+    fn find_pull(&self, head: &str, base: &str) -> Result<Option<Item>, DeliveryError> {
+        self.scan(
+            |page| self.shape.find_pull(&self.repo, head, base, page),
+            |entry| self.shape.pull_of(entry, head, base),
+        )
+    }
+
+    fn create_pull(&self, pull: &NewPull<'_>) -> Result<Item, DeliveryError> {
+        let answer = self.api.send(&self.shape.create_pull(&self.repo, pull))?;
+        self.item(&answer, "pull request")
+    }
+
+    fn find_issue(&self, marker: &str) -> Result<Option<Item>, DeliveryError> {
+        self.scan(
+            |page| self.shape.list_issues(&self.repo, marker, page),
+            |entry| self.shape.issue_with(entry, marker),
+        )
+    }
+
+    fn create_issue(&self, title: &str, body: &str) -> Result<Item, DeliveryError> {
+        let answer = self
+            .api
+            .send(&self.shape.create_issue(&self.repo, title, body))?;
+        self.item(&answer, "issue")
+    }
+
+    fn find_comment(&self, issue: u64, marker: &str) -> Result<Option<String>, DeliveryError> {
+        let api = self.api.root.as_str();
+        self.scan(
+            |page| self.shape.list_comments(&self.repo, issue, page),
+            |entry| {
+                entry["body"]
+                    .as_str()
+                    .is_some_and(|b| b.contains(marker))
+                    .then(|| self.shape.comment_url(entry, api, &self.repo, issue))
+                    .flatten()
+            },
+        )
+    }
+
+    fn comment(&self, issue: u64, body: &str) -> Result<String, DeliveryError> {
+        let answer = self
+            .api
+            .send(&self.shape.comment(&self.repo, issue, body))?;
+        self.shape
+            .comment_url(&answer, self.api.root.as_str(), &self.repo, issue)
+            .ok_or_else(|| self.api.unexpected("a comment without a URL"))
+    }
+}
+
+/// One forge API root with its token: sends [`Call`]s.
+pub struct Api {
+    client: reqwest::blocking::Client,
+    root: reqwest::Url,
+    forge: ForgeKind,
+    auth: (reqwest::header::HeaderName, reqwest::header::HeaderValue),
+}
+
+impl Api {
+    /// A client for `url` that dials only `addresses` (what the delivery bounds admitted).
+    pub fn new(
+        forge: ForgeKind,
+        url: &HttpUrl,
+        addresses: &[SocketAddr],
+        token: &str,
+    ) -> Result<Api, DeliveryError> {
+        use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
+        let root = reqwest::Url::parse(&url.text)
+            .map_err(|e| DeliveryError::Refused(format!("the forge API URL {url}: {e}")))?;
+        let (name, value) = match forge {
+            ForgeKind::Github => (AUTHORIZATION, format!("Bearer {token}")),
+            ForgeKind::Gitea => (AUTHORIZATION, format!("token {token}")),
+            ForgeKind::Gitlab => (HeaderName::from_static("private-token"), token.to_owned()),
+        };
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            DeliveryError::Refused(
+                "the token holds characters no HTTP header can carry; check the secret's value"
+                    .to_owned(),
+            )
+        })?;
+        value.set_sensitive(true);
+        let mut builder = reqwest::blocking::Client::builder()
+            .use_rustls_tls()
+            // A redirect would carry the token wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
+            // Only the destination the bounds admitted: no `HTTPS_PROXY` from the environment.
+            .no_proxy()
+            .timeout(TIMEOUT)
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("cordon/", env!("CARGO_PKG_VERSION")));
+        if !addresses.is_empty() {
+            builder = builder.resolve_to_addrs(&url.host, addresses);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| DeliveryError::Down(format!("the HTTP client: {e}")))?;
+        Ok(Api {
+            client,
+            root,
+            forge,
+            auth: (name, value),
+        })
+    }
+
+    /// Sends `call`; a 2xx answer's JSON, else the error its status means.
+    pub fn send(&self, call: &Call) -> Result<Value, DeliveryError> {
+        let mut url = self.root.clone();
+        {
+            let Ok(mut segments) = url.path_segments_mut() else {
+                return Err(DeliveryError::Refused(format!(
+                    "the forge API URL {} cannot take a path",
+                    self.root
+                )));
+            };
+            segments.pop_if_empty();
+            for segment in &call.path {
+                segments.push(segment);
+            }
+        }
+        if !call.query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(call.query.iter().map(|(k, v)| (*k, v.as_str())));
+        }
+        let method =
+            reqwest::Method::from_bytes(call.method.as_bytes()).unwrap_or(reqwest::Method::GET);
+        let mut request = self
+            .client
+            .request(method, url.clone())
+            .header(self.auth.0.clone(), self.auth.1.clone())
+            .header(reqwest::header::ACCEPT, "application/json");
+        if self.forge == ForgeKind::Github {
+            request = request.header("x-github-api-version", "2022-11-28");
+        }
+        if let Some(body) = &call.body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_string());
+        }
+        let what = format!("{} {}", call.method, url.path());
+        let response = request.send().map_err(|e| {
+            DeliveryError::Down(format!(
+                "the {} API at {} did not answer {what}: {}",
+                self.forge,
+                self.root,
+                describe(&e)
+            ))
+        })?;
+        let status = response.status().as_u16();
+        let mut body = Vec::new();
+        response
+            .take(MAX_ANSWER + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| {
+                DeliveryError::Down(format!("the {} API's answer to {what}: {e}", self.forge))
+            })?;
+        if body.len() as u64 > MAX_ANSWER {
+            return Err(self.unexpected(&format!("an answer to {what} over {MAX_ANSWER} bytes")));
+        }
+        match status {
+            200..=299 => serde_json::from_slice(&body)
+                .map_err(|_| self.unexpected(&format!("an answer to {what} that is not JSON"))),
+            401 | 403 => Err(DeliveryError::Auth {
+                forge: self.forge.to_string(),
+                status,
+                what,
+                message: message(&body),
+            }),
+            408 | 429 | 500..=599 => Err(DeliveryError::Down(format!(
+                "the {} API answered {status} to {what}{}",
+                self.forge,
+                message(&body)
+            ))),
+            _ => Err(DeliveryError::Refused(format!(
+                "the {} API answered {status} to {what}{}; check `api_url` and `repo`, and that \
+                 the token may reach that repository",
+                self.forge,
+                message(&body)
+            ))),
+        }
+    }
+
+    fn unexpected(&self, what: &str) -> DeliveryError {
+        DeliveryError::Down(format!(
+            "the {} API at {} sent {what}",
+            self.forge, self.root
+        ))
+    }
+}
+
+/// The forge's own error text (`{"message": …}`), one escaped line, bounded.
+fn message(body: &[u8]) -> String {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let text = parsed
+        .as_ref()
+        .and_then(|v| v["message"].as_str().or_else(|| v["error"].as_str()))
+        .unwrap_or_default();
+    if text.is_empty() {
+        return String::new();
+    }
+    let mut line = cordon_protocol::text::escape_line(text).into_owned();
+    if line.len() > 200 {
+        let cut = line.floor_char_boundary(200);
+        line.truncate(cut);
+        line.push('…');
+    }
+    format!(" ({line})")
+}
+
+fn describe(err: &reqwest::Error) -> String {
+    let mut cause = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        cause = s.to_string();
+        source = s.source();
+    }
+    if err.is_timeout() {
+        format!("timed out ({cause})")
+    } else {
+        cause
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pull() -> NewPull<'static> {
+        NewPull {
+            title: "t",
+            body: "b",
+            head: "cordon/x",
+            base: "main",
+            draft: true,
+        }
+    }
+
+    #[test]
+    fn each_forge_finds_and_opens_pull_requests_in_its_own_shape() {
+        let cases: &[(Shape, Call, &str, Value)] = &[
+            (
+                Shape::Github,
+                Shape::Github.create_pull("octo/w", &pull()),
+                "repos/octo/w/pulls",
+                json!({"title": "t", "body": "b", "head": "cordon/x", "base": "main", "draft": true}),
+            ),
+            (
+                Shape::Gitea,
+                Shape::Gitea.create_pull("octo/w", &pull()),
+                "repos/octo/w/pulls",
+                json!({"title": "WIP: t", "body": "b", "head": "cordon/x", "base": "main"}),
+            ),
+            (
+                Shape::Gitlab,
+                Shape::Gitlab.create_pull("grp/sub/w", &pull()),
+                "projects/grp/sub/w/merge_requests",
+                json!({"title": "Draft: t", "description": "b", "source_branch": "cordon/x",
+                       "target_branch": "main"}),
+            ),
+        ];
+        for (shape, call, path, body) in cases {
+            assert_eq!(call.method, "POST", "{shape:?}");
+            assert_eq!(call.path.join("/"), *path, "{shape:?}");
+            assert_eq!(call.body.as_ref(), Some(body), "{shape:?}");
+        }
+        // GitLab's project path is one segment (percent-encoded when sent).
+        assert_eq!(
+            Shape::Gitlab.create_pull("grp/sub/w", &pull()).path[1],
+            "grp/sub/w"
+        );
+        let find = Shape::Github.find_pull("octo/w", "cordon/x", "main", 1);
+        assert!(find.query.contains(&("head", "octo:cordon/x".to_owned())));
+        let find = Shape::Gitlab.find_pull("g/w", "cordon/x", "main", 2);
+        assert!(
+            find.query
+                .contains(&("source_branch", "cordon/x".to_owned()))
+        );
+        assert!(find.query.contains(&("page", "2".to_owned())));
+    }
+
+    #[test]
+    fn listed_entries_are_matched_by_branch_and_marker_and_pull_requests_are_not_issues() {
+        let gitea = json!({"number": 4, "html_url": "https://f.test/o/r/pulls/4",
+                           "head": {"ref": "cordon/x"}, "base": {"ref": "main"}});
+        assert_eq!(
+            Shape::Gitea.pull_of(&gitea, "cordon/x", "main"),
+            Some(Item {
+                number: 4,
+                url: "https://f.test/o/r/pulls/4".into()
+            })
+        );
+        assert_eq!(Shape::Gitea.pull_of(&gitea, "cordon/y", "main"), None);
+        let mr = json!({"iid": 9, "web_url": "https://f.test/g/w/-/merge_requests/9",
+                        "source_branch": "cordon/x", "target_branch": "main"});
+        assert_eq!(
+            Shape::Gitlab
+                .pull_of(&mr, "cordon/x", "main")
+                .map(|i| i.number),
+            Some(9)
+        );
+        let issue = json!({"number": 3, "html_url": "u", "body": "x <!-- m --> y"});
+        assert!(Shape::Github.issue_with(&issue, "<!-- m -->").is_some());
+        assert!(Shape::Github.issue_with(&issue, "<!-- n -->").is_none());
+        let pr = json!({"number": 3, "html_url": "u", "body": "<!-- m -->",
+                        "pull_request": {"url": "p"}});
+        assert!(Shape::Github.issue_with(&pr, "<!-- m -->").is_none());
+        let gl = json!({"iid": 2, "web_url": "w", "description": "<!-- m -->"});
+        assert_eq!(
+            Shape::Gitlab
+                .issue_with(&gl, "<!-- m -->")
+                .map(|i| i.number),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn comments_go_to_each_forges_comment_path_and_gitlab_notes_get_their_api_address() {
+        assert_eq!(
+            Shape::Github.comment("o/r", 3, "hi").path.join("/"),
+            "repos/o/r/issues/3/comments"
+        );
+        assert_eq!(
+            Shape::Gitlab.comment("g/r", 3, "hi").path.join("/"),
+            "projects/g/r/issues/3/notes"
+        );
+        assert_eq!(
+            Shape::Gitlab.comment_url(&json!({"id": 77}), "https://f.test/api/v4/", "g/r", 3),
+            Some("https://f.test/api/v4/projects/g%2Fr/issues/3/notes/77".to_owned())
+        );
+        assert_eq!(
+            Shape::Gitea.list_comments("o/r", 3, 2).query,
+            vec![("limit", "50".to_owned()), ("page", "2".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_forges_error_text_is_one_escaped_bounded_line() {
+        assert_eq!(
+            message(br#"{"message":"Bad\ncredentials"}"#),
+            " (Bad\\ncredentials)"
+        );
+        assert_eq!(message(b"<html>"), "");
+        let long = format!(r#"{{"message":"{}"}}"#, "x".repeat(500));
+        assert!(message(long.as_bytes()).chars().count() < 210);
+    }
+}
