@@ -202,6 +202,11 @@ pub(crate) const OUTCOME: Table = Table {
             shape: Shape::Enum(OUTCOME_COMMIT),
             doc: "`per_task` (a commit per accepted task, default), `end` (one when the run succeeds) or `none`.",
         },
+        Key {
+            name: "deliver",
+            shape: Shape::Object(&ACTION_PARAMS),
+            doc: "Once every task is done and committed: push the run's commits and find or open the pull request, with `deliver`'s parameters (`remote`, `token`, `branch`, `base`, `pull_request`).",
+        },
     ],
 };
 

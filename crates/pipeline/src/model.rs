@@ -68,6 +68,9 @@ pub struct OutcomeSpec {
     /// Independent ready tasks at once.
     pub parallel: NonZeroU32,
     pub commit: OutcomeCommit,
+    /// `deliver:` (DESIGN §15): once every task is done and committed, the run's commits are
+    /// pushed and the pull request found or opened, as a steps pipeline's `deliver` action does.
+    pub deliver: Option<Box<crate::Deliver>>,
 }
 
 impl OutcomeSpec {

@@ -510,6 +510,17 @@ impl Plan<'_> {
             spec.parallel,
             spec.commit.as_str()
         );
+        if let Some(deliver) = &spec.deliver {
+            let _ = writeln!(
+                out,
+                "deliver      once every task is done and committed (a `deliver` step)"
+            );
+            for (label, value) in
+                self.kind_lines(&StepKind::Action(Action::Deliver(deliver.clone())), true)
+            {
+                let _ = writeln!(out, "       {label:<15}{value}");
+            }
+        }
         let _ = writeln!(out, "\nphases");
         for (i, (phase, agent)) in spec.phases().into_iter().enumerate() {
             let mut lines = self.kind_lines(&StepKind::Agent(agent.clone()), true);

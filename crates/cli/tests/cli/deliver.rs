@@ -614,3 +614,91 @@ fn dry_run_shows_what_would_be_pushed_and_opened_and_warns_outside_the_bounds() 
     assert!(warnings.contains("the forge API"), "{warnings}");
     assert_eq!(forge.requests(), Vec::<serde_json::Value>::new());
 }
+
+#[test]
+fn an_outcome_run_delivers_its_task_commits_and_reports_each_phase() {
+    let (dir, ws, state) = crate::outcome::workspace();
+    let forge = Forge::start(dir.path());
+    let yaml = std::fs::read_to_string(ws.join("outcome.yaml")).expect("outcome.yaml");
+    let yaml = format!(
+        "{yaml}  deliver:\n    remote: {remote}\n    token: gh\n    branch: 'cordon/{{name}}-{{run_id}}'\n    pull_request: {{forge: github, api_url: '{api}', repo: octo/widgets}}\nsecrets:\n  gh: {{from: env, key: CORDON_FORGE_TOKEN}}\nreport: {{forge: github, api_url: '{api}', repo: octo/widgets, create: true, token: gh, on: [start, step, end]}}\n",
+        remote = forge.url("/git/r.git"),
+        api = forge.url("/api"),
+    );
+    std::fs::write(ws.join("outcome.yaml"), yaml).expect("write");
+    git(&ws, &["commit", "-q", "-am", "deliver"]);
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, POLICY).expect("write the policy");
+    let out = crate::support::cordon()
+        .args(["do", crate::outcome::OUTCOME, "--no-ui"])
+        .arg(format!("--policy={}", policy.display()))
+        .arg("--state-dir")
+        .arg(&state)
+        .current_dir(&ws)
+        .env("CORDON_FORGE_TOKEN", TOKEN)
+        .output()
+        .expect("cordon do");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = crate::support::cordon()
+        .args(["logs", "--last", "--json", "--state-dir"])
+        .arg(&state)
+        .current_dir(&ws)
+        .output()
+        .expect("cordon logs");
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&log.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let run = events[0]["run"].as_str().expect("a run id").to_owned();
+    let commits: Vec<String> = of_type(&events, "commit.created")
+        .iter()
+        .filter_map(|e| e["data"]["sha"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(commits.len(), 2, "one commit per task");
+    // The branch holds the last task's commit, whose parent is the first's.
+    let branch = format!("cordon/report-json-{run}");
+    assert_eq!(
+        forge.branch(&branch).as_deref(),
+        commits.last().map(String::as_str)
+    );
+    let parent = git(
+        &forge.root.join("r.git"),
+        &["rev-parse", &format!("refs/heads/{branch}^")],
+    );
+    assert_eq!(parent.trim(), commits[0]);
+    let state = forge.state();
+    assert_eq!(state["pulls"].as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(state["issues"].as_array().map(Vec::len), Some(1), "{state}");
+    let pushed = of_type(&events, "delivery.pushed");
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(pushed[0]["step"], "deliver");
+    // Every phase step is reported, then the summary with both commits and the pull request.
+    let issue = state["issues"][0]["number"].to_string();
+    let bodies: Vec<String> = state["comments"][&issue]
+        .as_array()
+        .expect("comments")
+        .iter()
+        .filter_map(|c| c["body"].as_str().map(str::to_owned))
+        .collect();
+    let steps = of_type(&events, "step.finished").len();
+    assert_eq!(
+        bodies.len(),
+        steps + 2,
+        "start + one per step + summary: {bodies:#?}"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("Step `t1.verify` (attempt 1): **failed**"))
+    );
+    let summary = bodies.last().expect("a summary");
+    assert!(summary.contains("finished: **success**"), "{summary}");
+    for sha in &commits {
+        assert!(summary.contains(&sha[..12]), "{summary}");
+    }
+    assert!(summary.contains("Pull request: #"), "{summary}");
+    assert!(
+        summary.contains("Cost: $"),
+        "a priced pipeline reports its cost: {summary}"
+    );
+}

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use crate::run::{git, stderr};
 use crate::support::cordon_bin;
 
-const OUTCOME: &str =
+pub(crate) const OUTCOME: &str =
     "Add a --json option to report.py that prints the counts as JSON, and document it.";
 
 fn example() -> PathBuf {
@@ -19,7 +19,7 @@ fn example() -> PathBuf {
 }
 
 /// The example copied into a fresh repository with one commit; (tempdir, workspace, state).
-fn workspace() -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn workspace() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).expect("mkdir");

@@ -18,7 +18,7 @@ use crate::agent::AgentVerdict;
 use crate::executor::Purpose;
 use crate::outcome::message::{self, Extra};
 use crate::outcome::schedule::{self, Next, REPLAN};
-use crate::outcome::state::DECOMPOSE;
+use crate::outcome::state::{DECOMPOSE, DELIVER};
 use crate::outcome::submit::{SubmitPlan, SubmitTasks};
 use crate::output::OutputBudget;
 
@@ -207,6 +207,7 @@ impl Engine<'_> {
                 .map(|_| ()),
             Next::Accept { task } => self.accept(spec, &task),
             Next::CommitEnd => self.commit_end(),
+            Next::Deliver => self.deliver_outcome(spec),
             Next::Finish { outcome, reason } => {
                 self.finish(outcome, reason)?;
                 self.remove_worktrees();
@@ -542,6 +543,24 @@ impl Engine<'_> {
     }
 
     /// `commit: end`: one commit of the whole run once every task is done, then the run ends.
+    /// `outcome.deliver`: the run's commits delivered as a `deliver` step of its own, once every
+    /// task is done and committed.
+    fn deliver_outcome(&mut self, spec: &OutcomeSpec) -> Result<(), Failure> {
+        let (Some(deliver), Ok(name)) = (&spec.deliver, StepName::parse(DELIVER)) else {
+            return Ok(());
+        };
+        let step = cordon_pipeline::Step {
+            name,
+            kind: cordon_pipeline::StepKind::Action(cordon_pipeline::Action::Deliver(
+                deliver.clone(),
+            )),
+            on_pass: cordon_pipeline::Route::Success,
+            on_fail: cordon_pipeline::Route::Failure,
+            on_unverifiable: cordon_pipeline::Route::Failure,
+        };
+        self.attempt(&step, Attempt::FIRST)
+    }
+
     fn commit_end(&mut self) -> Result<(), Failure> {
         let outcome = self.tasks.outcome.clone().unwrap_or_default();
         let first = outcome.lines().next().unwrap_or_default();
@@ -566,7 +585,15 @@ impl Engine<'_> {
             None
         };
         let (verdict, _, why) = self.commit_of(None, &title, &trailer, accepted)?;
+        let delivers = self
+            .cx
+            .pipeline
+            .outcome
+            .as_ref()
+            .is_some_and(|o| o.deliver.is_some());
         let (outcome, reason) = match verdict {
+            // Delivered next, then finished (the scheduler decides both from the log).
+            Verdict::Pass if delivers => return Ok(()),
             Verdict::Pass => (Outcome::Success, "every task is done".to_owned()),
             Verdict::Fail | Verdict::Unverifiable => {
                 self.unmark_plan(before);

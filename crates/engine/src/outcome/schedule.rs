@@ -39,6 +39,8 @@ pub enum Next {
     },
     /// Every task is done and `commit: end` has not committed yet.
     CommitEnd,
+    /// Every task is done and committed, and `outcome.deliver` has not delivered yet.
+    Deliver,
     Finish {
         outcome: Outcome,
         reason: String,
@@ -194,6 +196,21 @@ pub fn next_with(
     if failed.is_empty() && skipped.is_empty() {
         if spec.commit == OutcomeCommit::End && fold.end_commit.is_none() {
             return Next::CommitEnd;
+        }
+        if spec.deliver.is_some() {
+            match &fold.delivered {
+                None => return Next::Deliver,
+                Some((Verdict::Pass, _)) => {}
+                Some((_, reason)) => {
+                    return Next::Finish {
+                        outcome: Outcome::Failure,
+                        reason: format!(
+                            "every task is done, but delivery failed: {}",
+                            reason.as_deref().unwrap_or("it failed")
+                        ),
+                    };
+                }
+            }
         }
         return Next::Finish {
             outcome: Outcome::Success,

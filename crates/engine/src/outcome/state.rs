@@ -19,6 +19,8 @@ use crate::state::{push_tail, tail_of};
 
 /// The name of the decompose step.
 pub const DECOMPOSE: &str = "decompose";
+/// The step an outcome run's `deliver:` runs as, once every task is done.
+pub const DELIVER: &str = "deliver";
 
 /// How a phase attempt ended, waiting for its transition (`task.state`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +116,8 @@ pub struct TaskFold {
     pub progress: BTreeMap<String, TaskProgress>,
     /// The run's one commit of `commit: end`.
     pub end_commit: Option<String>,
+    /// How `outcome.deliver` ended: its verdict and reason.
+    pub delivered: Option<(Verdict, Option<String>)>,
     pending_graph: Option<Vec<PlannedTask>>,
     /// The output tail of the phase step running now.
     tail: String,
@@ -200,6 +204,8 @@ impl TaskFold {
                             self.decompose.last_reason.clone_from(reason);
                         }
                     }
+                } else if self.planned && step.is_some_and(|s| s.as_str() == DELIVER) {
+                    self.delivered = Some((*verdict, reason.clone()));
                 } else if let Some((task, phase)) = phase_of(step)
                     && let Some(progress) = self.progress.get_mut(&task)
                 {

@@ -86,6 +86,23 @@ pub(crate) fn outcome(
             found
         }
     };
+    let deliver = match fields.get("deliver") {
+        None => Some(None),
+        Some(n) => {
+            let deliver =
+                super::delivery::deliver(out, Some(n), n.at, "`outcome.deliver`", cx.secret_names);
+            if commit == Some(OutcomeCommit::None) {
+                out.error(
+                    n.at,
+                    "`outcome.deliver` pushes the run's commits, and `commit: none` makes none; \
+                     set `commit: per_task` or `end`, or remove `deliver`",
+                );
+                None
+            } else {
+                deliver.map(|d| Some(Box::new(d)))
+            }
+        }
+    };
     let agents: BTreeMap<AgentName, Agent> = loaded
         .into_iter()
         .filter_map(|(name, agent)| Some((name, agent?)))
@@ -103,6 +120,7 @@ pub(crate) fn outcome(
             max_replans: max_replans?,
             parallel: parallel?,
             commit: commit?,
+            deliver: deliver?,
         },
         agents,
     ))

@@ -132,6 +132,13 @@ fn deliver_and_report_say_what_is_wrong_with_each_parameter() {
             "name: x\n{secrets}steps:\n  - {{name: d, action: deliver, params: {{remote: origin, token: gh}}}}\n  - {{name: c, action: commit}}\n"
         ),
     );
+    check_with(
+        "outcome_deliver_without_commits",
+        &format!(
+            "name: x\n{LLM}{secrets}outcome:\n  decompose: dev\n  plan: dev\n  execute: dev\n  scrutinize: dev\n  validate: dev\n  commit: none\n  deliver: {{remote: origin, token: gh}}\n"
+        ),
+        &[agent("dev")],
+    );
     check(
         "commit_with_deliver_params",
         "name: x\nsteps:\n  - {name: c, action: commit, params: {message: m, remote: origin}}\n",
