@@ -33,6 +33,21 @@ impl Forge {
     }
 
     fn with_tokens(dir: &Path, git_password: &str, api_token: &str) -> Forge {
+        Forge::spawn(dir, git_password, api_token, "github", "x-access-token")
+    }
+
+    /// A forge with Gitea's or GitLab's API, its push taking `git_user`.
+    fn shaped(dir: &Path, shape: &str, git_user: &str) -> Forge {
+        Forge::spawn(dir, TOKEN, TOKEN, shape, git_user)
+    }
+
+    fn spawn(
+        dir: &Path,
+        git_password: &str,
+        api_token: &str,
+        shape: &str,
+        git_user: &str,
+    ) -> Forge {
         let root = dir.join("forge");
         std::fs::create_dir_all(&root).expect("mkdir");
         std::fs::write(dir.join("forge.py"), FORGE).expect("write");
@@ -47,6 +62,7 @@ impl Forge {
             .arg(&log)
             .arg("--port-file")
             .arg(&port_file)
+            .args(["--shape", shape, "--git-user", git_user])
             .env("FORGE_GIT_PASSWORD", git_password)
             .env("FORGE_API_TOKEN", api_token)
             .stdin(Stdio::null())
@@ -271,7 +287,7 @@ fn a_run_pushes_its_commit_opens_one_pull_request_and_keeps_the_token_on_the_hos
     let recorded = of_type(&events, "delivery.pull_request");
     assert_eq!(recorded.len(), 1);
     assert_eq!(recorded[0]["data"]["number"], 1);
-    assert_eq!(recorded[0]["data"]["url"], pulls[0]["html_url"]);
+    assert_eq!(recorded[0]["data"]["url"], pulls[0]["url"]);
     // The API saw the token as a bearer token; the push authenticated with basic auth.
     let requests = forge.requests();
     assert!(
@@ -701,4 +717,77 @@ fn an_outcome_run_delivers_its_task_commits_and_reports_each_phase() {
         summary.contains("Cost: $"),
         "a priced pipeline reports its cost: {summary}"
     );
+}
+
+#[test]
+fn gitea_and_gitlab_get_their_own_api_shapes_and_one_pull_request_each() {
+    for (shape, root, user) in [
+        ("gitea", "/api/v1", "x-access-token"),
+        ("gitlab", "/api/v4", "oauth2"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let forge = Forge::shaped(dir.path(), shape, user);
+        let api = forge.url(root);
+        let f = Fixture::new(&format!(
+            "name: ship
+secrets:
+  gh: {{from: env, key: CORDON_FORGE_TOKEN}}
+report: {{forge: {shape}, api_url: '{api}', repo: octo/widgets, create: true, token: gh}}
+steps:
+  - name: make
+    command: 'env > env.txt'
+  - name: commit
+    action: commit
+  - name: deliver
+    action: deliver
+    params:
+      remote: {remote}
+      token: gh
+      pull_request: {{forge: {shape}, api_url: '{api}', repo: octo/widgets, draft: true}}
+",
+            remote = forge.url("/git/r.git"),
+        ));
+        std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+        let out = run(&f, &[]);
+        assert_eq!(out.status.code(), Some(0), "{shape}: {}", stderr(&out));
+        let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+        assert!(forge.branch(&format!("cordon/{id}")).is_some(), "{shape}");
+        let state = forge.state();
+        assert_eq!(
+            state["pulls"].as_array().map(Vec::len),
+            Some(1),
+            "{shape}: {state}"
+        );
+        let title = state["pulls"][0]["title"].as_str().unwrap_or_default();
+        let prefix = if shape == "gitea" { "WIP: " } else { "Draft: " };
+        assert!(
+            title.starts_with(prefix),
+            "{shape} marks a draft by its title: {title}"
+        );
+        assert_eq!(
+            state["issues"].as_array().map(Vec::len),
+            Some(1),
+            "{shape}: {state}"
+        );
+        let issue = state["issues"][0]["number"].to_string();
+        assert_eq!(
+            state["comments"][&issue].as_array().map(Vec::len),
+            Some(2),
+            "{shape}: start and end: {state}"
+        );
+        let events = events(&f);
+        let urls: Vec<&str> = of_type(&events, "report.comment")
+            .iter()
+            .filter_map(|e| e["data"]["url"].as_str())
+            .collect();
+        assert_eq!(urls.len(), 2, "{shape}");
+        if shape == "gitlab" {
+            assert!(
+                urls[0].contains("/projects/octo%2Fwidgets/issues/") && urls[0].contains("/notes/"),
+                "a GitLab note is named by its API address: {urls:?}"
+            );
+        }
+        // The forge made them only for its own token scheme (`token …`, `PRIVATE-TOKEN`).
+        assert_token_kept_on_the_host(&f, &forge);
+    }
 }

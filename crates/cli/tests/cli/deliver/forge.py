@@ -3,8 +3,9 @@
 
 * `/git/<name>.git/...`: git's smart HTTP, served by `git http-backend` (the distribution's)
   behind basic auth, over bare repositories in ROOT.
-* `/api/...`: a scripted GitHub REST API (pull requests, issues, comments) behind a bearer
-  token, its state in memory (`GET /state` shows it, unrecorded).
+* `/api/...`: a scripted forge API (pull requests, issues, comments) in GitHub's shape, or with
+  `--shape` Gitea's (`/api/v1`, `token` auth) or GitLab's (`/api/v4/projects/<path>`, merge
+  requests and notes, `PRIVATE-TOKEN`), its state in memory (`GET /state` shows it, unrecorded).
 
 Every request is appended to LOG as a JSON line: method, path, query, the Authorization header,
 the body (API requests), and `holders`: every process (by its `comm`) whose command line or
@@ -189,53 +190,91 @@ class Handler(BaseHTTPRequestHandler):
             os.unlink(flag)
             time.sleep(60)
 
+    def authorized(self):
+        token = self.server.api_token
+        if self.server.shape == "gitlab":
+            return self.headers.get("PRIVATE-TOKEN") == token
+        scheme = "token" if self.server.shape == "gitea" else "Bearer"
+        return self.headers.get("Authorization") == f"{scheme} {token}"
+
     def api(self, body):
         if os.path.exists(os.path.join(self.server.root, "down")):
             return self.json(503, {"message": "the forge is down for maintenance"})
-        if self.headers.get("Authorization") != f"Bearer {self.server.api_token}":
+        if not self.authorized():
             return self.json(401, {"message": "Bad credentials"})
+        shape = self.server.shape
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
-        parts = url.path.split("/")[2:]  # repos, owner, name, ...
-        if len(parts) < 4 or parts[0] != "repos":
-            return self.json(404, {"message": "Not Found"})
-        owner, name, rest = parts[1], parts[2], parts[3:]
-        base = f"http://forge.test/{owner}/{name}"
+        # The API root: /api (GitHub), /api/v1 (Gitea), /api/v4 (GitLab).
+        parts = url.path.split("/")[2:]
+        if shape != "github":
+            parts = parts[1:]
+        if shape == "gitlab":
+            if len(parts) < 3 or parts[0] != "projects":
+                return self.json(404, {"message": "404 Project Not Found"})
+            project, rest = urllib.parse.unquote(parts[1]), parts[2:]
+            if rest and rest[0] == "merge_requests":
+                rest = ["pulls"] + rest[1:]
+            if len(rest) == 3 and rest[2] == "notes":
+                rest = [rest[0], rest[1], "comments"]
+        else:
+            if len(parts) < 4 or parts[0] != "repos":
+                return self.json(404, {"message": "Not Found"})
+            project, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        owner = project.split("/")[0]
+        base = f"http://forge.test/{project}"
         data = json.loads(body) if body else {}
         page = int(query.get("page", "1"))
+        number_key, url_key = ("iid", "web_url") if shape == "gitlab" else ("number", "html_url")
+        text_key = "description" if shape == "gitlab" else "body"
+
+        def pull_view(p):
+            if shape == "gitlab":
+                return {"iid": p["number"], "web_url": p["url"], "source_branch": p["head"],
+                        "target_branch": p["base"], "title": p["title"]}
+            if shape == "gitea":
+                return {"number": p["number"], "html_url": p["url"], "head": {"ref": p["head"]},
+                        "base": {"ref": p["base"]}, "title": p["title"]}
+            return {"number": p["number"], "html_url": p["url"], "head": p["head"],
+                    "base": p["base"], "title": p["title"], "body": p["body"], "draft": p["draft"]}
+
+        def issue_view(i):
+            return {number_key: i["number"], url_key: i["url"], "title": i["title"],
+                    text_key: i["body"]}
+
         with LOCK:
             if rest == ["pulls"] and self.command == "GET":
-                head = query.get("head", "")
-                found = [
-                    p for p in STATE["pulls"]
-                    if f"{owner}:{p['head']}" == head and p["base"] == query.get("base", p["base"])
-                ]
-                return self.json(200, found if page == 1 else [])
+                if shape == "github":
+                    found = [p for p in STATE["pulls"] if f"{owner}:{p['head']}" == query.get("head")
+                             and p["base"] == query.get("base", p["base"])]
+                elif shape == "gitlab":
+                    found = [p for p in STATE["pulls"] if p["head"] == query.get("source_branch")]
+                else:
+                    found = list(STATE["pulls"])  # Gitea: the client filters by branch
+                return self.json(200, [pull_view(p) for p in found] if page == 1 else [])
             if rest == ["pulls"] and self.command == "POST":
                 number = len(STATE["pulls"]) + len(STATE["issues"]) + 1
-                pull = {
-                    "number": number,
-                    "html_url": f"{base}/pull/{number}",
-                    "head": data["head"],
-                    "base": data["base"],
-                    "title": data["title"],
-                    "body": data["body"],
-                    "draft": data.get("draft", False),
-                }
-                STATE["pulls"].append(pull)
+                head, base_ref = (
+                    (data["source_branch"], data["target_branch"]) if shape == "gitlab"
+                    else (data["head"], data["base"])
+                )
+                made = {"number": number, "url": f"{base}/pull/{number}", "head": head,
+                        "base": base_ref, "title": data["title"], "body": data.get(text_key, ""),
+                        "draft": data.get("draft", False)}
+                STATE["pulls"].append(made)
+                view, what = pull_view(made), "create_pull"
             elif rest == ["issues"] and self.command == "GET":
-                issues = list(reversed(STATE["issues"]))
+                issues = [issue_view(i) for i in reversed(STATE["issues"])]
+                if shape == "gitlab":
+                    issues = [i for i in issues if query.get("search", "") in i["description"]]
                 return self.json(200, issues if page == 1 else [])
             elif rest == ["issues"] and self.command == "POST":
                 number = len(STATE["pulls"]) + len(STATE["issues"]) + 1
-                issue = {
-                    "number": number,
-                    "html_url": f"{base}/issues/{number}",
-                    "title": data["title"],
-                    "body": data["body"],
-                }
-                STATE["issues"].append(issue)
+                made = {"number": number, "url": f"{base}/issues/{number}",
+                        "title": data["title"], "body": data[text_key]}
+                STATE["issues"].append(made)
                 STATE["comments"][str(number)] = []
+                view, what = issue_view(made), "create_issue"
             elif len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
                 comments = STATE["comments"].get(rest[1])
                 if comments is None:
@@ -243,19 +282,16 @@ class Handler(BaseHTTPRequestHandler):
                 if self.command == "GET":
                     return self.json(200, comments if page == 1 else [])
                 index = sum(len(c) for c in STATE["comments"].values()) + 1
-                comment = {
-                    "id": index,
-                    "html_url": f"{base}/issues/{rest[1]}#issuecomment-{index}",
-                    "body": data["body"],
-                }
+                comment = {"id": index, "body": data["body"]}
+                if shape != "gitlab":
+                    comment["html_url"] = f"{base}/issues/{rest[1]}#issuecomment-{index}"
                 comments.append(comment)
                 return self.json(201, comment)
             else:
                 return self.json(404, {"message": "Not Found"})
         # Made, and answered after a pause when asked to (the lock released first).
-        made = pull if rest == ["pulls"] else issue
-        self.hang("create_pull" if rest == ["pulls"] else "create_issue")
-        return self.json(201, made)
+        self.hang(what)
+        return self.json(201, view)
 
 
 def main():
@@ -264,12 +300,14 @@ def main():
     parser.add_argument("--log", required=True)
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--git-user", default="x-access-token")
+    parser.add_argument("--shape", default="github", choices=["github", "gitea", "gitlab"])
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.root = args.root
     server.log = args.log
     server.git_user = args.git_user
+    server.shape = args.shape
     # From the environment, not the command line: the tokens are the tests' secrets.
     server.git_password = os.environ["FORGE_GIT_PASSWORD"]
     server.api_token = os.environ["FORGE_API_TOKEN"]
