@@ -391,6 +391,8 @@ pub struct Api {
     root: reqwest::Url,
     forge: ForgeKind,
     auth: (reqwest::header::HeaderName, reqwest::header::HeaderValue),
+    /// Kept to scrub it from what the forge answers (a forge may echo it in an error).
+    token: String,
 }
 
 impl Api {
@@ -436,6 +438,7 @@ impl Api {
             root,
             forge,
             auth: (name, value),
+            token: token.to_owned(),
         })
     }
 
@@ -500,18 +503,18 @@ impl Api {
                 forge: self.forge.to_string(),
                 status,
                 what,
-                message: message(&body),
+                message: message(&body, &self.token),
             }),
             408 | 429 | 500..=599 => Err(DeliveryError::Down(format!(
                 "the {} API answered {status} to {what}{}",
                 self.forge,
-                message(&body)
+                message(&body, &self.token)
             ))),
             _ => Err(DeliveryError::Refused(format!(
                 "the {} API answered {status} to {what}{}; check `api_url` and `repo`, and that \
                  the token may reach that repository",
                 self.forge,
-                message(&body)
+                message(&body, &self.token)
             ))),
         }
     }
@@ -525,7 +528,7 @@ impl Api {
 }
 
 /// The forge's own error text (`{"message": …}`), one escaped line, bounded.
-fn message(body: &[u8]) -> String {
+fn message(body: &[u8], token: &str) -> String {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let text = parsed
         .as_ref()
@@ -534,7 +537,7 @@ fn message(body: &[u8]) -> String {
     if text.is_empty() {
         return String::new();
     }
-    let mut line = cordon_protocol::text::escape_line(text).into_owned();
+    let mut line = cordon_protocol::text::escape_line(&text.replace(token, "[token]")).into_owned();
     if line.len() > 200 {
         let cut = line.floor_char_boundary(200);
         line.truncate(cut);
@@ -670,13 +673,19 @@ mod tests {
     }
 
     #[test]
-    fn a_forges_error_text_is_one_escaped_bounded_line() {
+    fn a_forges_error_text_is_one_escaped_bounded_line_without_the_token() {
+        let t = "tok-0123456789";
         assert_eq!(
-            message(br#"{"message":"Bad\ncredentials"}"#),
+            message(br#"{"message":"Bad\ncredentials"}"#, t),
             " (Bad\\ncredentials)"
         );
-        assert_eq!(message(b"<html>"), "");
+        assert_eq!(message(b"<html>", t), "");
         let long = format!(r#"{{"message":"{}"}}"#, "x".repeat(500));
-        assert!(message(long.as_bytes()).chars().count() < 210);
+        assert!(message(long.as_bytes(), t).chars().count() < 210);
+        assert_eq!(
+            message(br#"{"message":"token tok-0123456789 is bad"}"#, t),
+            " (token [token] is bad)",
+            "a forge that echoes the token does not get it printed"
+        );
     }
 }

@@ -97,7 +97,7 @@ impl Engine<'_> {
                     DeliveryError::Refused(format!(
                         "the remote `{name}` is {}, which cordon cannot push to ({why}); \
                          cordon pushes over HTTPS only: give `remote:` an `https://` URL",
-                        cordon_protocol::text::escape_line(&text)
+                        cordon_protocol::text::escape_line(&redacted(&text))
                     ))
                 })?
             }
@@ -419,6 +419,18 @@ impl Engine<'_> {
     }
 }
 
+/// A URL with any credentials in it replaced (a remote's URL in the user's config may hold one).
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
 /// `text` without backticks and line breaks, for inside a code span.
 fn plain(text: &str) -> String {
     text.chars()
@@ -428,4 +440,25 @@ fn plain(text: &str) -> String {
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_a_remotes_url_are_never_shown() {
+        let cases = [
+            (
+                "https://me:s3cret@forge.test/o/r.git",
+                "https://***@forge.test/o/r.git",
+            ),
+            ("https://forge.test/o/r.git", "https://forge.test/o/r.git"),
+            ("https://forge.test/a@b", "https://forge.test/a@b"),
+            ("git@forge.test:o/r.git", "git@forge.test:o/r.git"),
+        ];
+        for (url, want) in cases {
+            assert_eq!(redacted(url), want, "{url}");
+        }
+    }
 }
