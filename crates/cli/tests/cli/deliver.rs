@@ -159,8 +159,13 @@ secrets:
         api = forge.url("/api"),
     );
     let f = Fixture::new(&pipeline);
-    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write the policy");
+    set_policy(&f, POLICY);
     f
+}
+
+/// Replaces the fixture's operator policy with `text`.
+fn set_policy(f: &Fixture, text: &str) {
+    std::fs::write(f.dir.path().join("policy.toml"), text).expect("write the policy");
 }
 
 fn policy_arg(f: &Fixture) -> String {
@@ -415,11 +420,10 @@ fn a_destination_outside_delivery_allow_is_refused_before_a_byte_is_sent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let forge = Forge::start(dir.path());
     let f = fixture(&forge, None);
-    std::fs::write(
-        f.dir.path().join("policy.toml"),
+    set_policy(
+        &f,
         "allow_private = [\"127.0.0.0/8\"]\n[delivery]\nallow = [\"forge.example.com\"]\n",
-    )
-    .expect("write");
+    );
     let out = run(&f, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let text = stderr(&out);
@@ -434,7 +438,7 @@ fn a_destination_outside_delivery_allow_is_refused_before_a_byte_is_sent() {
         "the forge received nothing"
     );
     // The control: the same run, resumed once the operator allows the forge, delivers.
-    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+    set_policy(&f, POLICY);
     let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
     let out = run(&f, &["--resume", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -446,11 +450,10 @@ fn plain_http_needs_allow_insecure_and_the_forge_then_receives_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let forge = Forge::start(dir.path());
     let f = fixture(&forge, None);
-    std::fs::write(
-        f.dir.path().join("policy.toml"),
+    set_policy(
+        &f,
         "allow_private = [\"127.0.0.0/8\"]\n[delivery]\nallow = [\"ip:127.0.0.1:*\"]\n",
-    )
-    .expect("write");
+    );
     let out = run(&f, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("allow_insecure"), "{}", stderr(&out));
@@ -475,6 +478,11 @@ fn a_token_the_forge_refuses_exits_2_naming_the_forge_the_status_and_the_fix() {
         "{text}"
     );
     assert!(!text.contains(TOKEN));
+    assert_eq!(
+        forge.state()["pulls"].as_array().map(Vec::len),
+        Some(0),
+        "the refused token opened nothing"
+    );
     // And a push the remote refuses: git's 401, named.
     let dir = tempfile::tempdir().expect("tempdir");
     let forge = Forge::with_tokens(dir.path(), "another-token-0123456789", TOKEN);
@@ -483,6 +491,12 @@ fn a_token_the_forge_refuses_exits_2_naming_the_forge_the_status_and_the_fix() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("answered 401"), "{}", stderr(&out));
     assert!(!stderr(&out).contains(TOKEN));
+    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+    assert_eq!(
+        forge.branch(&format!("cordon/{id}")),
+        None,
+        "the refused push made no branch"
+    );
 }
 
 #[test]
@@ -537,7 +551,7 @@ steps:
         forge.url("/git/r.git")
     );
     let f = Fixture::new(&pipeline);
-    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+    set_policy(&f, POLICY);
     let policy = policy_arg(&f);
     let out = f
         .cordon(&["run", "--no-ui", &policy])
@@ -577,7 +591,7 @@ steps:
 ",
         forge.url("/git/r.git")
     ));
-    std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+    set_policy(&f, POLICY);
     // Someone else's commit on the branch: the workspace's first one.
     let head = git(&f.ws, &["rev-parse", "HEAD"]).trim().to_owned();
     git(
@@ -747,7 +761,7 @@ steps:
 ",
             remote = forge.url("/git/r.git"),
         ));
-        std::fs::write(f.dir.path().join("policy.toml"), POLICY).expect("write");
+        set_policy(&f, POLICY);
         let out = run(&f, &[]);
         assert_eq!(out.status.code(), Some(0), "{shape}: {}", stderr(&out));
         let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
@@ -790,4 +804,67 @@ steps:
         // The forge made them only for its own token scheme (`token …`, `PRIVATE-TOKEN`).
         assert_token_kept_on_the_host(&f, &forge);
     }
+}
+
+#[test]
+fn a_remote_by_name_is_read_from_the_repositorys_config_and_must_be_an_http_url() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let pipeline = |remote: &str| {
+        format!(
+            "name: ship
+secrets:
+  gh: {{from: env, key: CORDON_FORGE_TOKEN}}
+steps:
+  - name: make
+    command: 'env > env.txt'
+  - name: commit
+    action: commit
+  - name: deliver
+    action: deliver
+    params: {{remote: {remote}, token: gh}}
+"
+        )
+    };
+    // No such remote, then an SSH remote: each refused, naming the fix, nothing sent.
+    let f = Fixture::new(&pipeline("upstream"));
+    set_policy(&f, POLICY);
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("has no remote `upstream`")
+            && text.contains("give `remote:` an `https://` URL"),
+        "{text}"
+    );
+    let f = Fixture::new(&pipeline("origin"));
+    set_policy(&f, POLICY);
+    git(
+        &f.ws,
+        &["remote", "add", "origin", "git@forge.test:octo/widgets.git"],
+    );
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cordon pushes over HTTPS only"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        forge.requests(),
+        Vec::<serde_json::Value>::new(),
+        "nothing was sent"
+    );
+    // The control: `origin` at the forge delivers there.
+    let f = Fixture::new(&pipeline("origin"));
+    set_policy(&f, POLICY);
+    git(
+        &f.ws,
+        &["remote", "add", "origin", &forge.url("/git/r.git")],
+    );
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+    assert!(forge.branch(&format!("cordon/{id}")).is_some());
+    assert_token_kept_on_the_host(&f, &forge);
 }

@@ -87,24 +87,16 @@ pub trait Forge {
 
 /// The adapter of `kind` over `api`.
 pub fn adapter(kind: ForgeKind, api: Api, repo: &str) -> Box<dyn Forge> {
-    let repo = repo.to_owned();
-    match kind {
-        ForgeKind::Github => Box::new(Adapter {
-            api,
-            shape: Shape::Github,
-            repo,
-        }),
-        ForgeKind::Gitea => Box::new(Adapter {
-            api,
-            shape: Shape::Gitea,
-            repo,
-        }),
-        ForgeKind::Gitlab => Box::new(Adapter {
-            api,
-            shape: Shape::Gitlab,
-            repo,
-        }),
-    }
+    let shape = match kind {
+        ForgeKind::Github => Shape::Github,
+        ForgeKind::Gitea => Shape::Gitea,
+        ForgeKind::Gitlab => Shape::Gitlab,
+    };
+    Box::new(Adapter {
+        api,
+        shape,
+        repo: repo.to_owned(),
+    })
 }
 
 /// The request and answer shapes of each forge.

@@ -61,8 +61,10 @@ pub struct Remote<'a> {
 }
 
 impl Remote<'_> {
-    /// The sha `refs/heads/<branch>` has on the remote, `None` when it does not exist.
+    /// The sha `refs/heads/<branch>` has on the remote, `None` when it does not exist. The first
+    /// call of a delivery: it makes the scratch repository [`Remote::push`] uses too.
     pub fn head(&self, branch: &str) -> Result<Option<String>, DeliveryError> {
+        self.prepare()?;
         let name = format!("refs/heads/{branch}");
         let out = self.run(&["ls-remote", "--refs", &self.url.text, &name], "list")?;
         Ok(out.lines().find_map(|line| {
@@ -72,7 +74,7 @@ impl Remote<'_> {
         }))
     }
 
-    /// Pushes `sha` to `refs/heads/<branch>`, never forcing.
+    /// Pushes `sha` to `refs/heads/<branch>`, never forcing (after [`Remote::head`]).
     pub fn push(&self, sha: &str, branch: &str) -> Result<(), DeliveryError> {
         let spec = format!("{sha}:refs/heads/{branch}");
         self.run(
@@ -131,7 +133,7 @@ impl Remote<'_> {
     /// Runs git with `args` after the pinned configuration; its stdout, or the error its exit
     /// means.
     fn run(&self, args: &[&str], what: &str) -> Result<String, DeliveryError> {
-        let repo = self.prepare()?;
+        let repo = self.scratch.join("repo.git");
         let mut config: Vec<String> = [
             "core.hooksPath=/dev/null",
             "core.fsmonitor=false",
