@@ -222,6 +222,17 @@ fn links_planted_in_a_writable_git_directory_are_refused_before_any_write() {
         std::fs::create_dir_all(&target).unwrap();
         let victim = outside.join("victim");
         std::fs::write(&victim, CANARY).unwrap();
+        // A fan-out directory that holds none of the repository's objects: replacing one that
+        // does (the base commit's id is timestamp-dependent) would lose HEAD's commit.
+        let planted = if planted == "objects/ab" {
+            (0..=255u8)
+                .map(|b| format!("objects/{b:02x}"))
+                .find(|dir| !fx.path().join(".git").join(dir).exists())
+                .expect("a free fan-out directory")
+        } else {
+            planted.to_owned()
+        };
+        let planted = planted.as_str();
         let at = fx.path().join(".git").join(planted);
         if at.is_dir() {
             std::fs::remove_dir_all(&at).unwrap();
@@ -229,7 +240,7 @@ fn links_planted_in_a_writable_git_directory_are_refused_before_any_write() {
             std::fs::remove_file(&at).unwrap();
         }
         std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        let link_to: &Path = if planted == "objects/ab" || planted == "refs/heads" {
+        let link_to: &Path = if planted.starts_with("objects/") || planted == "refs/heads" {
             &target
         } else {
             &victim
