@@ -29,7 +29,8 @@ pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, S
     let file = match &path {
         PolicyPath::Given(file) | PolicyPath::Default(file) => file.clone(),
     };
-    let absolute = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+    // `..` taken away lexically: `../policy.toml` from inside the workspace is outside it.
+    let absolute = lexical(&std::path::absolute(&file).unwrap_or_else(|_| file.clone()));
     // Both spellings are checked, so neither a symlink out nor one in hides the file.
     let resolved = absolute.canonicalize().unwrap_or_else(|_| absolute.clone());
     if let Some(workspace) = workspace
@@ -53,4 +54,39 @@ pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, S
         policy,
         path: Some(resolved),
     })
+}
+
+/// `path` with `.` and `..` taken away by its components alone (the canonical path, checked as
+/// well, is where links lead).
+fn lexical(path: &Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dot_dot_is_taken_away_by_components() {
+        for (path, want) in [
+            ("/ws/../policy.toml", "/policy.toml"),
+            ("/ws/sub/../policy.toml", "/ws/policy.toml"),
+            ("/ws/./a/../../../x", "/x"),
+            ("/a/b", "/a/b"),
+        ] {
+            assert_eq!(
+                super::lexical(std::path::Path::new(path)),
+                std::path::Path::new(want)
+            );
+        }
+    }
 }

@@ -32,7 +32,7 @@ mod outcome;
 mod parallel;
 pub mod plan;
 use cordon_workspace::WsPath;
-pub use deliver::Delivery;
+pub use deliver::{Delivery, Limits as DeliveryLimits};
 
 /// What an observer tells the engine after seeing a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

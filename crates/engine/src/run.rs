@@ -1029,6 +1029,7 @@ impl Ready {
                 &policy.resolve,
             ),
             scratch: Some(scratch_dir(&self.store, self.run).join("delivery")),
+            limits: crate::engine::DeliveryLimits::from(&policy.delivery),
         });
         match self.begin {
             Begin::Fresh(max) => engine.start_run(

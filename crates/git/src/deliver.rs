@@ -33,6 +33,18 @@ impl Repo {
         Ok(parsed.parents().map(|p| p.to_string()).collect())
     }
 
+    /// The message of `commit`, refused past [`MAX_COMMIT`] bytes before it is inflated.
+    pub fn message(&self, commit: &str) -> Result<Vec<u8>, GitError> {
+        let id = parse_id(commit)?;
+        self.refuse_large(&id, MAX_COMMIT, "commit")?;
+        let mut buffer = Vec::new();
+        let parsed = self
+            .objects
+            .find_commit(&id, &mut buffer)
+            .map_err(GitError::library("read a commit to deliver"))?;
+        Ok(parsed.message.to_vec())
+    }
+
     /// Every blob (files and links) `commit` adds or changes against its first parent (all of
     /// its tree for a root commit).
     pub fn changed_blobs(&self, commit: &str) -> Result<Vec<Changed>, GitError> {

@@ -38,10 +38,30 @@ pub struct OperatorPolicy {
 /// `[delivery]` (DESIGN §15): host patterns of §5 (`ip:` rules included). `allow` bounds every
 /// destination of `deliver` and `report`, nothing allowed when empty; `allow_insecure` lets the
 /// ones it also matches be reached over plain `http://` (local forges).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+///
+/// The rest bound what one delivery may take on the host: `git_memory` the data memory of the
+/// host's git and the helpers it starts (each, `RLIMIT_DATA`), `git_timeout` one git command's
+/// seconds (its whole process group is stopped then), `api_timeout` the seconds one forge API
+/// call may take from its request to the last byte of its answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveryBounds {
     pub allow: Vec<Pattern>,
     pub allow_insecure: Vec<Pattern>,
+    pub git_memory: crate::ByteSize,
+    pub git_timeout: u32,
+    pub api_timeout: u32,
+}
+
+impl Default for DeliveryBounds {
+    fn default() -> DeliveryBounds {
+        DeliveryBounds {
+            allow: Vec::new(),
+            allow_insecure: Vec::new(),
+            git_memory: crate::ByteSize::from_bytes(4 << 30).expect("not zero"),
+            git_timeout: 600,
+            api_timeout: 30,
+        }
+    }
 }
 
 /// Bounds for plan-declared egress (`request_egress`); an empty `allow` grants nothing.
@@ -79,7 +99,13 @@ const TOP_KEYS: &[&str] = &[
     "images",
     "delivery",
 ];
-const DELIVERY_KEYS: &[&str] = &["allow", "allow_insecure"];
+const DELIVERY_KEYS: &[&str] = &[
+    "allow",
+    "allow_insecure",
+    "git_memory",
+    "git_timeout",
+    "api_timeout",
+];
 const ENV_KEYS: &[&str] = &["pass"];
 const IMAGE_KEYS: &[&str] = &["paths"];
 const GRANT_KEYS: &[&str] = &["allow", "deny"];
@@ -315,6 +341,23 @@ fn check(out: &mut FileSink<'_>, text: &str) -> Option<OperatorPolicy> {
                         .map(|p| policy.delivery.allow_insecure = p)
                         .is_some();
                 }
+                if let Some(v) = delivery.get("git_memory") {
+                    match cx.size(out, v, "delivery.git_memory") {
+                        Some(size) => policy.delivery.git_memory = size,
+                        None => ok = false,
+                    }
+                }
+                for (key, slot, most) in [
+                    ("git_timeout", &mut policy.delivery.git_timeout, 86_400),
+                    ("api_timeout", &mut policy.delivery.api_timeout, 3_600),
+                ] {
+                    if let Some(v) = delivery.get(key) {
+                        match cx.seconds(out, v, key, most) {
+                            Some(seconds) => *slot = seconds,
+                            None => ok = false,
+                        }
+                    }
+                }
             }
             None => ok = false,
         }
@@ -514,6 +557,49 @@ impl Cx<'_, '_> {
             }
         }
         ok.then_some(result)
+    }
+
+    fn size(
+        &self,
+        out: &mut FileSink<'_>,
+        value: &Spanned<DeValue<'_>>,
+        key: &str,
+    ) -> Option<crate::ByteSize> {
+        let DeValue::String(text) = value.get_ref() else {
+            out.error(
+                self.at(value),
+                format!("`{key}` is a size in a string, like `{key} = \"4G\"`"),
+            );
+            return None;
+        };
+        crate::ByteSize::parse(text)
+            .map_err(|e| out.error(self.at(value), format!("`{key}`: {e}")))
+            .ok()
+    }
+
+    /// Whole seconds from 1 to `most`.
+    fn seconds(
+        &self,
+        out: &mut FileSink<'_>,
+        value: &Spanned<DeValue<'_>>,
+        key: &str,
+        most: u32,
+    ) -> Option<u32> {
+        let parsed = match value.get_ref() {
+            DeValue::Integer(i) if i.radix() == 10 => i
+                .as_str()
+                .parse::<u32>()
+                .ok()
+                .filter(|s| (1..=most).contains(s)),
+            _ => None,
+        };
+        if parsed.is_none() {
+            out.error(
+                self.at(value),
+                format!("`{key}` must be whole seconds from 1 to {most}, like `{key} = 60`"),
+            );
+        }
+        parsed
     }
 
     fn percent(

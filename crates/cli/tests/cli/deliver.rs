@@ -327,6 +327,10 @@ fn a_run_killed_while_the_forge_answers_resumes_to_one_branch_one_pull_request_a
             forge.url("/api")
         )),
     );
+    // Every listing also holds forgeries by another account with this run's markers (once the
+    // forge has seen them): a pull request from the run's branch, an issue, a comment holding
+    // every report marker. cordon takes only what the token's own account made.
+    forge.flag("forge-markers");
     // First killed right after the forge made the issue, then right after it made the pull
     // request: each made, its answer never read.
     let mut run_id: Option<String> = None;
@@ -401,7 +405,15 @@ fn a_run_killed_while_the_forge_answers_resumes_to_one_branch_one_pull_request_a
     );
     let summary = bodies[4];
     assert!(summary.contains("finished: **success**"), "{summary}");
-    assert!(summary.contains("Pull request: #"), "{summary}");
+    let pull = &state["pulls"][0];
+    assert!(
+        summary.contains(&format!(
+            "Pull request: #{} {}",
+            pull["number"],
+            pull["url"].as_str().expect("a URL")
+        )),
+        "the run's own pull request, not the forged one: {summary}"
+    );
     assert!(summary.contains("Tokens: 0"), "{summary}");
     let events = events(&f);
     assert_eq!(of_type(&events, "report.comment").len(), 5);
@@ -569,6 +581,157 @@ steps:
         Vec::<serde_json::Value>::new(),
         "nothing was sent"
     );
+    // The value as a file's name, or in the commit's message: refused, the value not printed.
+    for (make, message, want) in [
+        (
+            "touch \"x-$CORDON_LEAKED_TOKEN\"",
+            "cordon: {name}",
+            "adds a file whose path holds the value of the secret `gh`",
+        ),
+        (
+            "echo fine > fine.txt",
+            "fix leaked-token-0123456789",
+            "has a message holding the value of the secret `gh`",
+        ),
+    ] {
+        let pipeline = format!(
+            "name: leak
+secrets:
+  gh: {{from: env, key: CORDON_LEAKED_TOKEN}}
+steps:
+  - name: make
+    command: '{make}'
+    secrets: [gh]
+  - name: commit
+    action: commit
+    params: {{message: '{message}'}}
+  - name: deliver
+    action: deliver
+    params: {{remote: '{}', token: gh}}
+",
+            forge.url("/git/r.git")
+        );
+        let f = Fixture::new(&pipeline);
+        set_policy(&f, POLICY);
+        let policy = policy_arg(&f);
+        let out = f
+            .cordon(&["run", "--no-ui", &policy])
+            .env("CORDON_LEAKED_TOKEN", "leaked-token-0123456789")
+            .output()
+            .expect("cordon run");
+        assert_eq!(out.status.code(), Some(2), "{make}: {}", stderr(&out));
+        let text = stderr(&out);
+        assert!(text.contains(want), "{text}");
+        assert!(!text.contains("leaked-token-0123456789"), "{text}");
+    }
+    assert_eq!(forge.requests(), Vec::<serde_json::Value>::new());
+}
+
+/// The command lines of running processes that hold `needle`.
+fn processes_holding(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(needle) {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_remote_sending_refs_without_end_is_stopped_at_git_memory_and_resumes_once_it_behaves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    forge.flag("git-bomb");
+    let f = fixture(&forge, None);
+    set_policy(&f, &format!("{POLICY}git_memory = \"256M\"\n"));
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("ran out of the 256 MiB `[delivery] git_memory` allows it"),
+        "{text}"
+    );
+    assert!(text.contains("raise `git_memory`"), "{text}");
+    assert_eq!(processes_holding(&forge.url("/git/")), Vec::<String>::new());
+    // The control: the same bound, a remote that behaves.
+    std::fs::remove_file(forge.root.join("git-bomb")).expect("behave");
+    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+    let out = run(&f, &["--resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(forge.branch(&format!("cordon/{id}")).is_some());
+}
+
+#[test]
+fn a_remote_that_drips_is_stopped_at_git_timeout_with_every_helper_git_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    forge.flag("git-drip");
+    let f = fixture(&forge, None);
+    set_policy(&f, &format!("{POLICY}git_timeout = 3\n"));
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("took more than 3 s (`[delivery] git_timeout`) and was stopped"),
+        "{text}"
+    );
+    assert!(text.contains("resume once it answers"), "{text}");
+    assert_eq!(
+        processes_holding(&forge.url("/git/")),
+        Vec::<String>::new(),
+        "no git helper outlives the bound"
+    );
+    std::fs::remove_file(forge.root.join("git-drip")).expect("answer");
+    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+    let out = run(&f, &["--resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_forge_api_that_drips_its_answer_is_stopped_at_api_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    forge.flag("slow-api");
+    let f = fixture(&forge, None);
+    set_policy(&f, &format!("{POLICY}api_timeout = 2\n"));
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("took more than 2 s (`[delivery] api_timeout`) to answer GET /api/user"),
+        "{text}"
+    );
+    std::fs::remove_file(forge.root.join("slow-api")).expect("answer");
+    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+    let out = run(&f, &["--resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(forge.state()["pulls"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_forge_that_echoes_the_token_in_its_error_never_gets_it_printed_or_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    forge.flag("echo-token");
+    let f = fixture(&forge, None);
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("answered 422") && text.contains("the token [token] may not do that"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    assert_token_kept_on_the_host(&f, &forge);
 }
 
 #[test]

@@ -111,6 +111,20 @@ fn policy_refuses_a_policy_file_inside_the_workspace() {
         "{}",
         stderr(&out)
     );
+    std::fs::create_dir(f.ws.join("sub")).expect("mkdir");
+    let out = f
+        .cordon(&["policy", "pipeline.yaml", "--policy=sub/../policy.toml"])
+        .output()
+        .expect("cordon policy");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // The control: `..` out of the workspace is outside it.
+    let outside = f.ws.parent().expect("a parent").join("policy.toml");
+    std::fs::write(&outside, "deny = []\n").expect("write");
+    let out = f
+        .cordon(&["policy", "pipeline.yaml", "--policy=../policy.toml"])
+        .output()
+        .expect("cordon policy");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]

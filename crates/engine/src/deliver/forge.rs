@@ -21,8 +21,6 @@ pub const MAX_ANSWER: u64 = 4 << 20;
 pub const MAX_PAGES: u32 = 10;
 /// Entries asked for per page.
 const PER_PAGE: u32 = 100;
-/// How long one API call may take.
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A pull request or an issue: its number and its page.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +94,7 @@ pub fn adapter(kind: ForgeKind, api: Api, repo: &str) -> Box<dyn Forge> {
         api,
         shape,
         repo: repo.to_owned(),
+        me: std::cell::OnceCell::new(),
     })
 }
 
@@ -258,7 +257,7 @@ impl Shape {
     /// none, the note's API address.
     pub fn comment_url(self, entry: &Value, api: &str, repo: &str, issue: u64) -> Option<String> {
         match self {
-            Shape::Github | Shape::Gitea => entry["html_url"].as_str().map(str::to_owned),
+            Shape::Github | Shape::Gitea => entry["html_url"].as_str().and_then(page_url),
             Shape::Gitlab => entry["id"].as_u64().map(|id| {
                 format!(
                     "{}/projects/{}/issues/{issue}/notes/{id}",
@@ -269,7 +268,7 @@ impl Shape {
         }
     }
 
-    /// Number and page of a pull request or issue.
+    /// Number and page of a pull request or issue (the page a plain URL, see [`page_url`]).
     pub fn item(self, entry: &Value) -> Option<Item> {
         let (number, url) = match self {
             Shape::Github | Shape::Gitea => (&entry["number"], &entry["html_url"]),
@@ -277,9 +276,46 @@ impl Shape {
         };
         Some(Item {
             number: number.as_u64()?,
-            url: url.as_str()?.to_owned(),
+            url: page_url(url.as_str()?)?,
         })
     }
+
+    /// Who the token is: `GET user`.
+    pub fn whoami(self) -> Call {
+        Call::get(vec!["user".to_owned()], Vec::new())
+    }
+
+    /// The account name in the answer to [`Shape::whoami`].
+    pub fn login(self, answer: &Value) -> Option<&str> {
+        match self {
+            Shape::Github | Shape::Gitea => answer["login"].as_str(),
+            Shape::Gitlab => answer["username"].as_str(),
+        }
+        .filter(|name| !name.is_empty())
+    }
+
+    /// The account that made a listed pull request, issue or comment.
+    pub fn author(self, entry: &Value) -> Option<&str> {
+        match self {
+            Shape::Github | Shape::Gitea => entry["user"]["login"].as_str(),
+            Shape::Gitlab => entry["author"]["username"].as_str(),
+        }
+    }
+}
+
+/// The most bytes of a page URL kept from a forge's answer.
+const MAX_URL: usize = 2048;
+
+/// A page URL from a forge's answer, kept only when it is a plain `https://` or `http://` URL
+/// (no whitespace, controls, quotes or angle brackets), at most [`MAX_URL`] bytes: it is put in
+/// events, printed, and written into comments on other forges.
+fn page_url(text: &str) -> Option<String> {
+    let plain = (text.starts_with("https://") || text.starts_with("http://"))
+        && text.len() <= MAX_URL
+        && !text
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | '"' | '`'));
+    plain.then(|| text.to_owned())
 }
 
 fn draft_title(prefix: &str, pull: &NewPull<'_>) -> String {
@@ -294,9 +330,31 @@ struct Adapter {
     api: Api,
     shape: Shape,
     repo: String,
+    /// The token's account, asked once: only what it made is taken for cordon's own.
+    me: std::cell::OnceCell<String>,
 }
 
 impl Adapter {
+    /// The token's account name (`GET user`).
+    fn me(&self) -> Result<&str, DeliveryError> {
+        if let Some(me) = self.me.get() {
+            return Ok(me);
+        }
+        let answer = self.api.send(&self.shape.whoami())?;
+        let Some(login) = self.shape.login(&answer) else {
+            return Err(self
+                .api
+                .unexpected("an answer to GET user without the account's name"));
+        };
+        Ok(self.me.get_or_init(|| login.to_owned()))
+    }
+
+    /// Whether the listed `entry` was made by the token's account: a pull request, issue or
+    /// comment holding cordon's marker but made by anyone else is someone's forgery.
+    fn mine(&self, entry: &Value, me: &str) -> bool {
+        self.shape.author(entry) == Some(me)
+    }
+
     /// Every entry of a listing, page by page, until `pick` finds one or the pages end.
     fn scan<T>(
         &self,
@@ -328,9 +386,14 @@ impl Adapter {
 
 impl Forge for Adapter {
     fn find_pull(&self, head: &str, base: &str) -> Result<Option<Item>, DeliveryError> {
+        let me = self.me()?;
         self.scan(
             |page| self.shape.find_pull(&self.repo, head, base, page),
-            |entry| self.shape.pull_of(entry, head, base),
+            |entry| {
+                self.mine(entry, me)
+                    .then(|| self.shape.pull_of(entry, head, base))
+                    .flatten()
+            },
         )
     }
 
@@ -340,9 +403,14 @@ impl Forge for Adapter {
     }
 
     fn find_issue(&self, marker: &str) -> Result<Option<Item>, DeliveryError> {
+        let me = self.me()?;
         self.scan(
             |page| self.shape.list_issues(&self.repo, marker, page),
-            |entry| self.shape.issue_with(entry, marker),
+            |entry| {
+                self.mine(entry, me)
+                    .then(|| self.shape.issue_with(entry, marker))
+                    .flatten()
+            },
         )
     }
 
@@ -355,12 +423,11 @@ impl Forge for Adapter {
 
     fn find_comment(&self, issue: u64, marker: &str) -> Result<Option<String>, DeliveryError> {
         let api = self.api.root.as_str();
+        let me = self.me()?;
         self.scan(
             |page| self.shape.list_comments(&self.repo, issue, page),
             |entry| {
-                entry["body"]
-                    .as_str()
-                    .is_some_and(|b| b.contains(marker))
+                (self.mine(entry, me) && entry["body"].as_str().is_some_and(|b| b.contains(marker)))
                     .then(|| self.shape.comment_url(entry, api, &self.repo, issue))
                     .flatten()
             },
@@ -385,15 +452,19 @@ pub struct Api {
     auth: (reqwest::header::HeaderName, reqwest::header::HeaderValue),
     /// Kept to scrub it from what the forge answers (a forge may echo it in an error).
     token: String,
+    /// How long one call may take, from its request to the last byte of its answer.
+    timeout: Duration,
 }
 
 impl Api {
-    /// A client for `url` that dials only `addresses` (what the delivery bounds admitted).
+    /// A client for `url` that dials only `addresses` (what the delivery bounds admitted), each
+    /// call ended after `timeout`.
     pub fn new(
         forge: ForgeKind,
         url: &HttpUrl,
         addresses: &[SocketAddr],
         token: &str,
+        timeout: Duration,
     ) -> Result<Api, DeliveryError> {
         use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
         let root = reqwest::Url::parse(&url.text)
@@ -416,8 +487,10 @@ impl Api {
             .redirect(reqwest::redirect::Policy::none())
             // Only the destination the bounds admitted: no `HTTPS_PROXY` from the environment.
             .no_proxy()
-            .timeout(TIMEOUT)
-            .connect_timeout(Duration::from_secs(10))
+            // Bounds each read (and the wait for the answer's head); the whole answer is bounded
+            // by the deadline `send` keeps.
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("cordon/", env!("CARGO_PKG_VERSION")));
         if !addresses.is_empty() {
             builder = builder.resolve_to_addrs(&url.host, addresses);
@@ -431,6 +504,7 @@ impl Api {
             forge,
             auth: (name, value),
             token: token.to_owned(),
+            timeout,
         })
     }
 
@@ -469,6 +543,7 @@ impl Api {
                 .body(body.to_string());
         }
         let what = format!("{} {}", call.method, url.path());
+        let started = std::time::Instant::now();
         let response = request.send().map_err(|e| {
             DeliveryError::Down(format!(
                 "the {} API at {} did not answer {what}: {}",
@@ -479,12 +554,28 @@ impl Api {
         })?;
         let status = response.status().as_u16();
         let mut body = Vec::new();
-        response
-            .take(MAX_ANSWER + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| {
+        let mut answer = response.take(MAX_ANSWER + 1);
+        let mut buffer = [0u8; 16 << 10];
+        loop {
+            // A forge sending a byte just inside each read's timeout is stopped here: the
+            // answer as a whole has `timeout` (a read under way ends within one more).
+            if started.elapsed() > self.timeout {
+                return Err(DeliveryError::Down(format!(
+                    "the {} API at {} took more than {} s (`[delivery] api_timeout`) to answer \
+                     {what}",
+                    self.forge,
+                    self.root,
+                    self.timeout.as_secs()
+                )));
+            }
+            let n = answer.read(&mut buffer).map_err(|e| {
                 DeliveryError::Down(format!("the {} API's answer to {what}: {e}", self.forge))
             })?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&buffer[..n]);
+        }
         if body.len() as u64 > MAX_ANSWER {
             return Err(self.unexpected(&format!("an answer to {what} over {MAX_ANSWER} bytes")));
         }
@@ -629,19 +720,56 @@ mod tests {
                 .map(|i| i.number),
             Some(9)
         );
-        let issue = json!({"number": 3, "html_url": "u", "body": "x <!-- m --> y"});
+        let issue =
+            json!({"number": 3, "html_url": "https://f.test/i/3", "body": "x <!-- m --> y"});
         assert!(Shape::Github.issue_with(&issue, "<!-- m -->").is_some());
         assert!(Shape::Github.issue_with(&issue, "<!-- n -->").is_none());
-        let pr = json!({"number": 3, "html_url": "u", "body": "<!-- m -->",
+        let pr = json!({"number": 3, "html_url": "https://f.test/p/3", "body": "<!-- m -->",
                         "pull_request": {"url": "p"}});
         assert!(Shape::Github.issue_with(&pr, "<!-- m -->").is_none());
-        let gl = json!({"iid": 2, "web_url": "w", "description": "<!-- m -->"});
+        let gl = json!({"iid": 2, "web_url": "https://f.test/i/2", "description": "<!-- m -->"});
         assert_eq!(
             Shape::Gitlab
                 .issue_with(&gl, "<!-- m -->")
                 .map(|i| i.number),
             Some(2)
         );
+    }
+
+    #[test]
+    fn a_forges_page_urls_are_kept_only_when_plain_and_bounded() {
+        let cases: &[(&str, bool)] = &[
+            ("https://f.test/o/r/pull/1", true),
+            ("http://127.0.0.1:8080/o/r/pull/1", true),
+            ("javascript:alert(1)", false),
+            ("https://f.test/a b", false),
+            ("https://f.test/a\n- Commits: forged", false),
+            ("https://f.test/\u{1b}[2J", false),
+            ("https://f.test/\"><img>", false),
+            ("ftp://f.test/x", false),
+        ];
+        for (url, kept) in cases {
+            assert_eq!(page_url(url).is_some(), *kept, "{url:?}");
+        }
+        assert!(page_url(&format!("https://f.test/{}", "a".repeat(MAX_URL))).is_none());
+        let entry = json!({"number": 1, "html_url": "https://f.test/x\ny"});
+        assert_eq!(Shape::Github.item(&entry), None);
+    }
+
+    #[test]
+    fn the_tokens_account_and_each_entrys_author_are_read_in_each_forges_shape() {
+        assert_eq!(Shape::Github.whoami().path, ["user"]);
+        assert_eq!(Shape::Github.login(&json!({"login": "bot"})), Some("bot"));
+        assert_eq!(Shape::Gitea.login(&json!({"login": ""})), None);
+        assert_eq!(
+            Shape::Gitlab.login(&json!({"username": "bot"})),
+            Some("bot")
+        );
+        let github = json!({"user": {"login": "bot"}, "author": {"username": "mallory"}});
+        assert_eq!(Shape::Github.author(&github), Some("bot"));
+        assert_eq!(Shape::Gitea.author(&github), Some("bot"));
+        assert_eq!(Shape::Gitlab.author(&github), Some("mallory"));
+        assert_eq!(Shape::Github.author(&json!({})), None);
     }
 
     #[test]

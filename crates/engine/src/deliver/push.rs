@@ -20,8 +20,8 @@ use super::{Admitted, DeliveryError};
 
 /// Where the host's `git` may be (DESIGN §10): never the user's `PATH`.
 const GIT_DIRS: &[&str] = &["/usr/bin", "/bin", "/usr/local/bin"];
-/// How long one git command may take before it is killed.
-const TIMEOUT: Duration = Duration::from_secs(600);
+/// How long the output of a git command that has ended (or been stopped) is waited for.
+const DRAIN: Duration = Duration::from_secs(5);
 /// The most bytes of a git command's output kept (the rest is read and dropped).
 const MAX_OUTPUT: usize = 1 << 20;
 
@@ -58,6 +58,11 @@ pub struct Remote<'a> {
     pub admitted: &'a Admitted,
     pub username: &'a str,
     pub token: &'a str,
+    /// `[delivery] git_memory`: bytes of data memory for git and each helper it starts.
+    pub memory: u64,
+    /// `[delivery] git_timeout`: how long one git command may take before its whole process
+    /// group is stopped.
+    pub timeout: Duration,
 }
 
 impl Remote<'_> {
@@ -142,7 +147,8 @@ impl Remote<'_> {
             "credential.helper=",
             "http.followRedirects=false",
             "http.proxy=",
-            "http.lowSpeedLimit=1",
+            // Under 1 KiB/s for a minute is a stalled (or dripping) remote.
+            "http.lowSpeedLimit=1024",
             "http.lowSpeedTime=60",
             "protocol.allow=never",
             "protocol.https.allow=always",
@@ -195,42 +201,61 @@ impl Remote<'_> {
             .map_err(|e| DeliveryError::Down(format!("cannot hand git the token: {e}")))?;
         drop(write);
         cordon_sandbox::host::pass_fd(&mut command, read.into(), 3);
+        cordon_sandbox::host::confine(&mut command, self.memory);
         let started = Instant::now();
         let mut child = command
             .spawn()
             .map_err(|e| DeliveryError::Down(format!("cannot start git ({what}): {e}")))?;
         // The command holds the pipe's read end: drop it so only git has it.
         drop(command);
+        let pid = child.id();
         let stdout = reader(child.stdout.take());
         let stderr = reader(child.stderr.take());
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if started.elapsed() > TIMEOUT => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+        let timed_out = loop {
+            match cordon_sandbox::host::exited(pid) {
+                Ok(true) => break false,
+                Ok(false) if started.elapsed() >= self.timeout => break true,
+                Ok(false) => std::thread::sleep(Duration::from_millis(20)),
                 Err(e) => {
+                    cordon_sandbox::host::kill_group(pid);
+                    let _ = child.wait();
                     return Err(DeliveryError::Down(format!(
                         "waiting for git ({what}): {e}"
                     )));
                 }
             }
         };
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default();
-        let Some(status) = status else {
+        // git ended (or is stopped): whatever it started goes too, before git is reaped (its
+        // pid names the group until then) — a helper left holding the output pipes would keep
+        // the readers waiting, and one left running would outlive the bound.
+        cordon_sandbox::host::kill_group(pid);
+        let status = child
+            .wait()
+            .map_err(|e| DeliveryError::Down(format!("waiting for git ({what}): {e}")))?;
+        let drained = Instant::now() + DRAIN;
+        let stdout = collect(&stdout, drained);
+        let stderr = collect(&stderr, drained);
+        if timed_out {
             return Err(DeliveryError::Down(format!(
-                "git ({what}) to {} took more than {} s and was stopped",
+                "git ({what}) to {} took more than {} s (`[delivery] git_timeout`) and was \
+                 stopped with every helper it started",
                 self.url,
-                TIMEOUT.as_secs()
+                self.timeout.as_secs()
             )));
-        };
+        }
         let stderr = String::from_utf8_lossy(&stderr).replace(self.token, "[token]");
         if status.success() {
             return Ok(String::from_utf8_lossy(&stdout).into_owned());
+        }
+        if out_of_memory(&stderr, status) {
+            return Err(DeliveryError::Refused(format!(
+                "git ({what}) to {} ran out of the {} MiB `[delivery] git_memory` allows it ({}): \
+                 a remote sending without end, or a repository that needs more (raise \
+                 `git_memory` in the operator policy), then resume",
+                self.url,
+                self.memory >> 20,
+                last_lines(&stderr)
+            )));
         }
         Err(classify(
             &stderr,
@@ -241,21 +266,42 @@ impl Remote<'_> {
     }
 }
 
-/// A pipe read to its end on a thread of its own, keeping the first [`MAX_OUTPUT`] bytes.
-fn reader(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+/// Whether git (or a helper whose failure it reports) stopped at `[delivery] git_memory`.
+fn out_of_memory(stderr: &str, status: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt as _;
+    ["Out of memory", "Cannot allocate memory", "out of memory"]
+        .iter()
+        .any(|m| stderr.contains(m))
+        || status.signal() == Some(cordon_sandbox::host::FILE_SIZE_SIGNAL)
+}
+
+/// A pipe read to its end on a thread of its own, keeping the first [`MAX_OUTPUT`] bytes; what
+/// it kept arrives on the channel when the pipe ends.
+fn reader(pipe: Option<impl std::io::Read + Send + 'static>) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (send, receive) = std::sync::mpsc::sync_channel(1);
     std::thread::spawn(move || {
         let mut kept = Vec::new();
-        let Some(mut pipe) = pipe else { return kept };
-        let mut buffer = [0u8; 16 << 10];
-        while let Ok(n) = pipe.read(&mut buffer) {
-            if n == 0 {
-                break;
+        if let Some(mut pipe) = pipe {
+            let mut buffer = [0u8; 16 << 10];
+            while let Ok(n) = pipe.read(&mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                let room = MAX_OUTPUT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..n.min(room)]);
             }
-            let room = MAX_OUTPUT.saturating_sub(kept.len());
-            kept.extend_from_slice(&buffer[..n.min(room)]);
         }
-        kept
-    })
+        let _ = send.send(kept);
+    });
+    receive
+}
+
+/// What a [`reader`] kept, waited for until `deadline` at most (a process outside git's group
+/// could hold the pipe open): nothing when it has not ended by then.
+fn collect(reader: &std::sync::mpsc::Receiver<Vec<u8>>, deadline: Instant) -> Vec<u8> {
+    reader
+        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .unwrap_or_default()
 }
 
 /// What a failed git command's output means.

@@ -23,6 +23,32 @@ use crate::deliver::{self as delivery, DeliveryError, Destinations, push};
 pub struct Delivery {
     pub destinations: Destinations,
     pub scratch: Option<std::path::PathBuf>,
+    pub limits: Limits,
+}
+
+/// What one delivery may take on the host (`[delivery] git_memory`, `git_timeout`,
+/// `api_timeout`).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub git_memory: u64,
+    pub git_timeout: std::time::Duration,
+    pub api_timeout: std::time::Duration,
+}
+
+impl From<&cordon_pipeline::policy::DeliveryBounds> for Limits {
+    fn from(bounds: &cordon_pipeline::policy::DeliveryBounds) -> Limits {
+        Limits {
+            git_memory: bounds.git_memory.bytes(),
+            git_timeout: std::time::Duration::from_secs(bounds.git_timeout.into()),
+            api_timeout: std::time::Duration::from_secs(bounds.api_timeout.into()),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::from(&cordon_pipeline::policy::DeliveryBounds::default())
+    }
 }
 
 /// What this process knows of the report's issue.
@@ -134,6 +160,8 @@ impl Engine<'_> {
                 admitted: &admitted,
                 username,
                 token: &token,
+                memory: self.delivery.limits.git_memory,
+                timeout: self.delivery.limits.git_timeout,
             };
             match remote.head(&branch)? {
                 Some(there) if there == sha => {}
@@ -226,27 +254,46 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Refuses when a blob the run's commits add holds the value of a secret.
+    /// Refuses when what the run's commits push holds the value of a secret: a blob they add
+    /// or change, the path it is at, or a commit's message.
     fn refuse_secrets(&self, git: &cordon_git::Repo) -> Result<(), Failure> {
         let secrets: Vec<(String, String)> = self.cx.secrets.named_values();
         if secrets.is_empty() {
             return Ok(());
         }
+        let holding = |bytes: &[u8]| {
+            secrets
+                .iter()
+                .find(|(_, value)| contains(bytes, value.as_bytes()))
+                .map(|(name, _)| name.clone())
+        };
+        let refuse = |commit: &str, what: String, name: &str| -> Failure {
+            DeliveryError::Refused(format!(
+                "refusing to deliver: the commit {commit} {what} the value of the secret \
+                 `{name}`; remove it from the run's commits (and rotate the secret), then resume"
+            ))
+            .into()
+        };
         for commit in &self.state.commits {
+            let message = git.message(commit).map_err(EngineError::from)?;
+            if let Some(name) = holding(&message) {
+                return Err(refuse(commit, "has a message holding".to_owned(), &name));
+            }
             for changed in git.changed_blobs(commit).map_err(EngineError::from)? {
+                // A path holding the value is not named: that would print the secret.
+                if let Some(name) = holding(&changed.path) {
+                    return Err(refuse(
+                        commit,
+                        "adds a file whose path holds".to_owned(),
+                        &name,
+                    ));
+                }
                 let bytes = git.blob(&changed.id).map_err(EngineError::from)?;
-                for (name, value) in &secrets {
-                    if contains(&bytes, value.as_bytes()) {
-                        return Err(DeliveryError::Refused(format!(
-                            "refusing to deliver: the commit {commit} adds `{}`, which holds the \
-                             value of the secret `{name}`; remove it from the run's commits (and \
-                             rotate the secret), then resume",
-                            cordon_protocol::text::escape_line(&String::from_utf8_lossy(
-                                &changed.path
-                            ))
-                        ))
-                        .into());
-                    }
+                if let Some(name) = holding(&bytes) {
+                    let path =
+                        cordon_protocol::text::escape_line(&String::from_utf8_lossy(&changed.path))
+                            .into_owned();
+                    return Err(refuse(commit, format!("adds `{path}`, which holds"), &name));
                 }
             }
         }
@@ -271,7 +318,13 @@ impl Engine<'_> {
         token: &str,
     ) -> Result<Box<dyn Forge>, Failure> {
         let admitted = self.delivery.destinations.admit(url, "the forge API")?;
-        let api = Api::new(kind, url, &admitted.addresses, token)?;
+        let api = Api::new(
+            kind,
+            url,
+            &admitted.addresses,
+            token,
+            self.delivery.limits.api_timeout,
+        )?;
         Ok(forge::adapter(kind, api, repo))
     }
 

@@ -162,3 +162,45 @@ fn image_paths_are_absolute_directories_each_once() {
         "[images]\npaths = [\"relative/dir\", \"/srv/a\", \"/srv/a\"]\nother = 1\n",
     );
 }
+
+#[test]
+fn delivery_limits_default_to_4g_600_s_and_30_s_and_are_checked() {
+    let d = policy::parse("policy.toml", "").expect("valid").delivery;
+    assert_eq!(
+        (d.git_memory.bytes(), d.git_timeout, d.api_timeout),
+        (4 << 30, 600, 30)
+    );
+    let d = policy::parse(
+        "policy.toml",
+        "[delivery]\ngit_memory = \"256M\"\ngit_timeout = 5\napi_timeout = 2\n",
+    )
+    .expect("valid")
+    .delivery;
+    assert_eq!(
+        (d.git_memory.bytes(), d.git_timeout, d.api_timeout),
+        (256 << 20, 5, 2)
+    );
+    for (text, want) in [
+        (
+            "git_memory = 4\n",
+            "`delivery.git_memory` is a size in a string",
+        ),
+        ("git_memory = \"0\"\n", "is zero"),
+        ("git_memory = \"4Q\"\n", "unknown unit"),
+        (
+            "git_timeout = 0\n",
+            "`git_timeout` must be whole seconds from 1 to 86400",
+        ),
+        (
+            "api_timeout = 3601\n",
+            "`api_timeout` must be whole seconds from 1 to 3600",
+        ),
+        ("api_timeout = \"30\"\n", "like `api_timeout = 60`"),
+    ] {
+        let err = policy::parse("policy.toml", &format!("[delivery]\n{text}"))
+            .expect_err(text)
+            .to_string();
+        assert!(err.contains(want), "{text}: {err}");
+        assert!(err.contains("policy.toml:2:"), "{text}: {err}");
+    }
+}

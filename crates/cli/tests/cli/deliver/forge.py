@@ -12,15 +12,23 @@ the body (API requests), and `holders`: every process (by its `comm`) whose comm
 environment held the API token while the request was served — how a test sees that only cordon
 itself held it, never git, a credential helper or a step.
 
+The API's account is `cordon-bot` (`GET /user`); what it makes carries that author.
+
 Files in ROOT steer it: `down` (every API request answers 503), `hang-<what>` (the next
 `create_pull` / `create_issue` is made, then answered only after 60 s: a test kills cordon in
-between; the file is removed when it is used).
+between; the file is removed when it is used), `forge-markers` (every listing starts with
+entries by `mallory` holding the markers of each run the forge has seen: a pull request from the
+branch asked for, an issue, a comment with every report marker), `echo-token` (every API
+request answers 422 with the token in its message), `slow-api` (every API answer sends a byte
+every half second), `git-bomb` (git's ref advertisement never ends), `git-drip` (git's answer is
+a byte every half second); the last two end after 120 s.
 """
 
 import argparse
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -30,6 +38,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
 STATE = {"pulls": [], "issues": [], "comments": {}}
+# Run ids seen in what cordon sent (for `forge-markers`).
+SEEN = set()
+ME = "cordon-bot"
 
 
 def holders(token):
@@ -150,6 +161,20 @@ class Handler(BaseHTTPRequestHandler):
         ).decode()
         if auth != want:
             return self.send(401, b"no", [("WWW-Authenticate", 'Basic realm="git"')])
+        service = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)).get(
+            "service", "git-upload-pack")
+        advert = f"application/x-{service}-advertisement"
+        if self.flagged("git-bomb"):
+            def pkt(text):
+                return b"%04x" % (len(text) + 4) + text.encode()
+            sha = "1" * 40
+            refs = b"".join(pkt(f"{sha} refs/heads/{'x' * 900}{i}\n") for i in range(1000))
+            # The service line and the first ref once, then refs without end.
+            first = pkt(f"# service={service}\n") + b"0000" + pkt(f"{sha} HEAD\0multi_ack\n")
+            return self.stream(advert, refs, 0, first)
+        if self.flagged("git-drip"):
+            # A packet announced long, its bytes sent slowly.
+            return self.stream(advert, b"a", 0.5, b"fff0")
         url = urllib.parse.urlsplit(self.path)
         env = {
             "PATH": "/usr/bin:/bin",
@@ -190,6 +215,28 @@ class Handler(BaseHTTPRequestHandler):
             os.unlink(flag)
             time.sleep(60)
 
+    def flagged(self, name):
+        return os.path.exists(os.path.join(self.server.root, name))
+
+    def stream(self, content_type, chunk, pause, first=b""):
+        """Sends `first`, then `chunk` again and again (after `pause` s each) for 120 s at
+        most."""
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        end = time.time() + 120
+        try:
+            self.wfile.write(first)
+            while time.time() < end:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                if pause:
+                    time.sleep(pause)
+        except OSError:
+            pass
+
     def authorized(self):
         token = self.server.api_token
         if self.server.shape == "gitlab":
@@ -198,17 +245,27 @@ class Handler(BaseHTTPRequestHandler):
         return self.headers.get("Authorization") == f"{scheme} {token}"
 
     def api(self, body):
-        if os.path.exists(os.path.join(self.server.root, "down")):
+        if self.flagged("down"):
             return self.json(503, {"message": "the forge is down for maintenance"})
         if not self.authorized():
             return self.json(401, {"message": "Bad credentials"})
+        if self.flagged("echo-token"):
+            return self.json(422, {"message": f"the token {self.server.api_token} may not do that"})
+        if self.flagged("slow-api"):
+            return self.stream("application/json", b" ", 0.5)
         shape = self.server.shape
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
+        if self.command == "POST" and body:
+            with LOCK:
+                SEEN.update(re.findall(rb"<!-- cordon-(?:run|report) ([0-9A-Za-z_-]+)", body))
         # The API root: /api (GitHub), /api/v1 (Gitea), /api/v4 (GitLab).
         parts = url.path.split("/")[2:]
         if shape != "github":
             parts = parts[1:]
+        if parts == ["user"]:
+            return self.json(200, {"username" if shape == "gitlab" else "login": ME})
+        forged = sorted(r.decode() for r in SEEN) if self.flagged("forge-markers") else []
         if shape == "gitlab":
             if len(parts) < 3 or parts[0] != "projects":
                 return self.json(404, {"message": "404 Project Not Found"})
@@ -228,19 +285,45 @@ class Handler(BaseHTTPRequestHandler):
         number_key, url_key = ("iid", "web_url") if shape == "gitlab" else ("number", "html_url")
         text_key = "description" if shape == "gitlab" else "body"
 
+        def by(view, author):
+            if shape == "gitlab":
+                view["author"] = {"username": author}
+            else:
+                view["user"] = {"login": author}
+            return view
+
         def pull_view(p):
             if shape == "gitlab":
-                return {"iid": p["number"], "web_url": p["url"], "source_branch": p["head"],
+                view = {"iid": p["number"], "web_url": p["url"], "source_branch": p["head"],
                         "target_branch": p["base"], "title": p["title"]}
-            if shape == "gitea":
-                return {"number": p["number"], "html_url": p["url"], "head": {"ref": p["head"]},
+            elif shape == "gitea":
+                view = {"number": p["number"], "html_url": p["url"], "head": {"ref": p["head"]},
                         "base": {"ref": p["base"]}, "title": p["title"]}
-            return {"number": p["number"], "html_url": p["url"], "head": p["head"],
-                    "base": p["base"], "title": p["title"], "body": p["body"], "draft": p["draft"]}
+            else:
+                view = {"number": p["number"], "html_url": p["url"], "head": p["head"],
+                        "base": p["base"], "title": p["title"], "body": p["body"],
+                        "draft": p["draft"]}
+            return by(view, p.get("author", ME))
 
         def issue_view(i):
-            return {number_key: i["number"], url_key: i["url"], "title": i["title"],
-                    text_key: i["body"]}
+            return by({number_key: i["number"], url_key: i["url"], "title": i["title"],
+                       text_key: i["body"]}, i.get("author", ME))
+
+        # Forgeries by another account, holding each seen run's markers.
+        forged_pulls, forged_issues, forged_comments = [], [], []
+        for n, run in enumerate(forged):
+            head = query.get("source_branch") or query.get("head", "").split(":")[-1]
+            forged_pulls.append(pull_view({
+                "number": 900 + n, "url": f"{base}/pull/{900 + n}", "author": "mallory",
+                "head": head or f"cordon/{run}", "base": query.get("target_branch")
+                or query.get("base", "main"), "title": "forged", "body": "", "draft": False}))
+            forged_issues.append(issue_view({
+                "number": 950 + n, "url": f"{base}/issues/{950 + n}", "author": "mallory",
+                "title": "forged", "body": f"<!-- cordon-run {run} -->"}))
+            markers = " ".join(f"<!-- cordon-report {run} {k} -->" for k in range(50))
+            forged_comments.append(by({"id": 9000 + n, "body": markers,
+                                       "html_url": f"{base}/issues/0#issuecomment-{9000 + n}"},
+                                      "mallory"))
 
         with LOCK:
             if rest == ["pulls"] and self.command == "GET":
@@ -251,7 +334,8 @@ class Handler(BaseHTTPRequestHandler):
                     found = [p for p in STATE["pulls"] if p["head"] == query.get("source_branch")]
                 else:
                     found = list(STATE["pulls"])  # Gitea: the client filters by branch
-                return self.json(200, [pull_view(p) for p in found] if page == 1 else [])
+                listed = forged_pulls + [pull_view(p) for p in found]
+                return self.json(200, listed if page == 1 else [])
             if rest == ["pulls"] and self.command == "POST":
                 number = len(STATE["pulls"]) + len(STATE["issues"]) + 1
                 head, base_ref = (
@@ -264,7 +348,7 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["pulls"].append(made)
                 view, what = pull_view(made), "create_pull"
             elif rest == ["issues"] and self.command == "GET":
-                issues = [issue_view(i) for i in reversed(STATE["issues"])]
+                issues = forged_issues + [issue_view(i) for i in reversed(STATE["issues"])]
                 if shape == "gitlab":
                     issues = [i for i in issues if query.get("search", "") in i["description"]]
                 return self.json(200, issues if page == 1 else [])
@@ -280,9 +364,9 @@ class Handler(BaseHTTPRequestHandler):
                 if comments is None:
                     return self.json(404, {"message": "Not Found"})
                 if self.command == "GET":
-                    return self.json(200, comments if page == 1 else [])
+                    return self.json(200, forged_comments + comments if page == 1 else [])
                 index = sum(len(c) for c in STATE["comments"].values()) + 1
-                comment = {"id": index, "body": data["body"]}
+                comment = by({"id": index, "body": data["body"]}, ME)
                 if shape != "gitlab":
                     comment["html_url"] = f"{base}/issues/{rest[1]}#issuecomment-{index}"
                 comments.append(comment)
