@@ -23,18 +23,19 @@ pub struct Changed {
 impl Repo {
     /// The parents of `commit` (hex), refused past [`MAX_COMMIT`] bytes before it is inflated.
     pub fn parents(&self, commit: &str) -> Result<Vec<String>, GitError> {
-        let id = parse_id(commit)?;
-        self.refuse_large(&id, MAX_COMMIT, "commit")?;
-        let mut buffer = Vec::new();
-        let parsed = self
-            .objects
-            .find_commit(&id, &mut buffer)
-            .map_err(GitError::library("read a commit to deliver"))?;
-        Ok(parsed.parents().map(|p| p.to_string()).collect())
+        self.read_commit(commit, |c| c.parents().map(|p| p.to_string()).collect())
     }
 
     /// The message of `commit`, refused past [`MAX_COMMIT`] bytes before it is inflated.
     pub fn message(&self, commit: &str) -> Result<Vec<u8>, GitError> {
+        self.read_commit(commit, |c| c.message.to_vec())
+    }
+
+    fn read_commit<T>(
+        &self,
+        commit: &str,
+        read: impl FnOnce(gix_object::CommitRef<'_>) -> T,
+    ) -> Result<T, GitError> {
         let id = parse_id(commit)?;
         self.refuse_large(&id, MAX_COMMIT, "commit")?;
         let mut buffer = Vec::new();
@@ -42,7 +43,7 @@ impl Repo {
             .objects
             .find_commit(&id, &mut buffer)
             .map_err(GitError::library("read a commit to deliver"))?;
-        Ok(parsed.message.to_vec())
+        Ok(read(parsed))
     }
 
     /// Every blob (files and links) `commit` adds or changes against its first parent (all of
