@@ -620,75 +620,68 @@ fn processes_holding(needle: &str) -> Vec<String> {
     found
 }
 
-#[test]
-fn a_remote_sending_refs_without_end_is_stopped_at_git_memory_and_resumes_once_it_behaves() {
+/// A run against a forge misbehaving as `flag` says, under the policy's `bound`: it stops with
+/// `code` saying `wants`, leaves no process of git's talking to the forge, and — the flag
+/// removed, the same bound — resumes to a pushed branch and one pull request.
+fn stopped_at_the_bound_then_resumed(flag: &str, bound: &str, code: i32, wants: &[&str]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let forge = Forge::start(dir.path());
-    forge.flag("git-bomb");
+    forge.flag(flag);
     let f = fixture(&forge, None);
-    set_policy(&f, &format!("{POLICY}git_memory = \"256M\"\n"));
+    set_policy(&f, &format!("{POLICY}{bound}\n"));
     let out = run(&f, &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
     let text = stderr(&out);
-    assert!(
-        text.contains("ran out of the 256 MiB `[delivery] git_memory` allows it"),
-        "{text}"
-    );
-    assert!(text.contains("raise `git_memory`"), "{text}");
-    assert_eq!(processes_holding(&forge.url("/git/")), Vec::<String>::new());
-    // The control: the same bound, a remote that behaves.
-    std::fs::remove_file(forge.root.join("git-bomb")).expect("behave");
-    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
-    let out = run(&f, &["--resume", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(forge.branch(&format!("cordon/{id}")).is_some());
-}
-
-#[test]
-fn a_remote_that_drips_is_stopped_at_git_timeout_with_every_helper_git_started() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let forge = Forge::start(dir.path());
-    forge.flag("git-drip");
-    let f = fixture(&forge, None);
-    set_policy(&f, &format!("{POLICY}git_timeout = 3\n"));
-    let out = run(&f, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let text = stderr(&out);
-    assert!(
-        text.contains("took more than 3 s (`[delivery] git_timeout`) and was stopped"),
-        "{text}"
-    );
-    assert!(text.contains("resume once it answers"), "{text}");
+    for want in wants {
+        assert!(text.contains(want), "{want}: {text}");
+    }
     assert_eq!(
         processes_holding(&forge.url("/git/")),
         Vec::<String>::new(),
         "no git helper outlives the bound"
     );
-    std::fs::remove_file(forge.root.join("git-drip")).expect("answer");
+    std::fs::remove_file(forge.root.join(flag)).expect("behave");
     let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
     let out = run(&f, &["--resume", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(forge.branch(&format!("cordon/{id}")).is_some());
+    assert_eq!(forge.state()["pulls"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_remote_sending_refs_without_end_is_stopped_at_git_memory_and_resumes_once_it_behaves() {
+    stopped_at_the_bound_then_resumed(
+        "git-bomb",
+        "git_memory = \"256M\"",
+        2,
+        &[
+            "ran out of the 256 MiB `[delivery] git_memory` allows it",
+            "raise `git_memory`",
+        ],
+    );
+}
+
+#[test]
+fn a_remote_that_drips_is_stopped_at_git_timeout_with_every_helper_git_started() {
+    stopped_at_the_bound_then_resumed(
+        "git-drip",
+        "git_timeout = 3",
+        1,
+        &[
+            "took more than 3 s (`[delivery] git_timeout`) and was stopped",
+            "resume once it answers",
+        ],
+    );
 }
 
 #[test]
 fn a_forge_api_that_drips_its_answer_is_stopped_at_api_timeout() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let forge = Forge::start(dir.path());
-    forge.flag("slow-api");
-    let f = fixture(&forge, None);
-    set_policy(&f, &format!("{POLICY}api_timeout = 2\n"));
-    let out = run(&f, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let text = stderr(&out);
-    assert!(
-        text.contains("took more than 2 s (`[delivery] api_timeout`) to answer GET /api/user"),
-        "{text}"
+    stopped_at_the_bound_then_resumed(
+        "slow-api",
+        "api_timeout = 2",
+        1,
+        &["took more than 2 s (`[delivery] api_timeout`) to answer GET /api/user"],
     );
-    std::fs::remove_file(forge.root.join("slow-api")).expect("answer");
-    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
-    let out = run(&f, &["--resume", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(forge.state()["pulls"].as_array().map(Vec::len), Some(1));
 }
 
 #[test]
