@@ -29,12 +29,15 @@ pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, S
     let file = match &path {
         PolicyPath::Given(file) | PolicyPath::Default(file) => file.clone(),
     };
-    // `..` taken away lexically: `../policy.toml` from inside the workspace is outside it.
-    let absolute = lexical(&std::path::absolute(&file).unwrap_or_else(|_| file.clone()));
-    // Both spellings are checked, so neither a symlink out nor one in hides the file.
-    let resolved = absolute.canonicalize().unwrap_or_else(|_| absolute.clone());
+    let absolute = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+    // The file's real place (the kernel takes `link/..` through the link), and its spelling with
+    // `..` taken away lexically (`../policy.toml` from inside the workspace is outside it): both
+    // are checked, and the real place is what is loaded, so a link cannot make the checked path
+    // and the loaded one differ.
+    let spelled = lexical(&absolute);
+    let resolved = absolute.canonicalize().unwrap_or_else(|_| spelled.clone());
     if let Some(workspace) = workspace
-        && (resolved.starts_with(workspace) || absolute.starts_with(workspace))
+        && (resolved.starts_with(workspace) || spelled.starts_with(workspace))
     {
         return Err(format!(
             "the operator policy file {} is inside the workspace {}, where agents can change it; \
@@ -43,6 +46,10 @@ pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, S
             workspace.display()
         ));
     }
+    let path = match path {
+        PolicyPath::Given(_) => PolicyPath::Given(resolved.clone()),
+        PolicyPath::Default(_) => PolicyPath::Default(resolved.clone()),
+    };
     let policy = policy::load(&path, &cordon_pipeline::Disk).map_err(|diagnostics| {
         let text: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
         format!(

@@ -117,6 +117,20 @@ fn policy_refuses_a_policy_file_inside_the_workspace() {
         .output()
         .expect("cordon policy");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // A link in the workspace then `..`: the kernel follows the link, so does the check.
+    std::fs::create_dir_all(f.ws.join("a/b/c")).expect("mkdir");
+    std::fs::write(f.ws.join("a/policy.toml"), "deny = []\n").expect("write");
+    std::os::unix::fs::symlink("a/b/c", f.ws.join("evil")).expect("symlink");
+    let out = f
+        .cordon(&["policy", "pipeline.yaml", "--policy=evil/../../policy.toml"])
+        .output()
+        .expect("cordon policy");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is inside the workspace"),
+        "{}",
+        stderr(&out)
+    );
     // The control: `..` out of the workspace is outside it.
     let outside = f.ws.parent().expect("a parent").join("policy.toml");
     std::fs::write(&outside, "deny = []\n").expect("write");
