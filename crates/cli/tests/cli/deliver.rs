@@ -999,3 +999,31 @@ steps:
     assert!(forge.branch(&format!("cordon/{id}")).is_some());
     assert_token_kept_on_the_host(&f, &forge);
 }
+
+#[test]
+fn a_hard_limit_cordon_runs_under_below_git_memory_is_kept_and_the_push_still_goes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let f = fixture(&forge, None);
+    let policy = policy_arg(&f);
+    let inner = f.cordon(&["run", "--no-ui", &policy]);
+    // 1 GiB of file size, soft and hard, under the default 4G `git_memory`: git gets the lower
+    // one (raising a hard limit is refused, which would fail the start of git).
+    let mut outer = Command::new("/usr/bin/prlimit");
+    outer
+        .arg("--fsize=1073741824")
+        .arg("--")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(&f.ws)
+        .env("CORDON_FORGE_TOKEN", TOKEN);
+    for (name, value) in inner.get_envs() {
+        if let Some(value) = value {
+            outer.env(name, value);
+        }
+    }
+    let out = outer.output().expect("prlimit cordon run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+    assert!(forge.branch(&format!("cordon/{id}")).is_some(), "pushed");
+}

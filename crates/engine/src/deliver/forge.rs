@@ -307,14 +307,15 @@ impl Shape {
 const MAX_URL: usize = 2048;
 
 /// A page URL from a forge's answer, kept only when it is a plain `https://` or `http://` URL
-/// (no whitespace, controls, quotes or angle brackets), at most [`MAX_URL`] bytes: it is put in
-/// events, printed, and written into comments on other forges.
+/// of ASCII letters, digits and `-._~:/?#%=&+,;` — no whitespace, controls, quotes, brackets,
+/// markdown (`*[]()!`), mentions (`@`) or invisible and bidirectional characters — of at most
+/// [`MAX_URL`] bytes: it is put in events, printed, and written into comments on other forges.
 fn page_url(text: &str) -> Option<String> {
     let plain = (text.starts_with("https://") || text.starts_with("http://"))
         && text.len() <= MAX_URL
-        && !text
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | '"' | '`'));
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~:/?#%=&+,;".contains(&b));
     plain.then(|| text.to_owned())
 }
 
@@ -746,6 +747,18 @@ mod tests {
             ("https://f.test/a\n- Commits: forged", false),
             ("https://f.test/\u{1b}[2J", false),
             ("https://f.test/\"><img>", false),
+            ("https://f.test/g/s/p/-/merge_requests/9", true),
+            (
+                "https://f.test/o/r/issues/3#issuecomment-12?x=1&y=%2F",
+                true,
+            ),
+            (
+                "https://f.test/7)**APPROVED**![x](https://e.test/t.png)",
+                false,
+            ),
+            ("https://f.test/7@octo/security-team", false),
+            ("https://f.test/pull/7\u{202e}txt.exe", false),
+            ("https://f.test/pull/7\u{200b}", false),
             ("ftp://f.test/x", false),
         ];
         for (url, kept) in cases {

@@ -266,13 +266,17 @@ impl Remote<'_> {
     }
 }
 
-/// Whether git (or a helper whose failure it reports) stopped at `[delivery] git_memory`.
+/// Whether git (or a helper whose failure it reports) stopped at `[delivery] git_memory`: a
+/// line of its own saying so (never what the remote said: `remote: …`, `… remote error: …`),
+/// or the file-size signal.
 fn out_of_memory(stderr: &str, status: std::process::ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt as _;
-    ["Out of memory", "Cannot allocate memory", "out of memory"]
-        .iter()
-        .any(|m| stderr.contains(m))
-        || status.signal() == Some(cordon_sandbox::host::FILE_SIZE_SIGNAL)
+    let ours = |line: &&str| !line.starts_with("remote:") && !line.contains("remote error:");
+    stderr.lines().filter(ours).any(|line| {
+        ["Out of memory", "Cannot allocate memory"]
+            .iter()
+            .any(|m| line.contains(m))
+    }) || status.signal() == Some(cordon_sandbox::host::FILE_SIZE_SIGNAL)
 }
 
 /// A pipe read to its end on a thread of its own, keeping the first [`MAX_OUTPUT`] bytes; what
@@ -395,6 +399,25 @@ mod tests {
             assert!(err.to_string().contains(want), "{stderr}: {err}");
         }
         assert!(classify("x", "", "push", &url).to_string().contains("x"));
+        use std::os::unix::process::ExitStatusExt as _;
+        let failed = std::process::ExitStatus::from_raw(128 << 8);
+        for (stderr, ours) in [
+            ("fatal: Out of memory, realloc failed", true),
+            ("error: unable to read: Cannot allocate memory", true),
+            (
+                "fatal: remote error: Out of memory: raise git_memory",
+                false,
+            ),
+            (
+                "remote: Out of memory\nerror: failed to push some refs",
+                false,
+            ),
+            ("fatal: unable to access: 404", false),
+        ] {
+            assert_eq!(out_of_memory(stderr, failed), ours, "{stderr}");
+        }
+        let file_size = std::process::ExitStatus::from_raw(cordon_sandbox::host::FILE_SIZE_SIGNAL);
+        assert!(out_of_memory("", file_size));
         assert_eq!(last_lines("a\n\nb\u{1b}[31m\n"), "a / b\\e[31m");
     }
 }

@@ -37,30 +37,21 @@ pub fn pass_fd(command: &mut Command, fd: OwnedFd, target: i32) {
 /// Starts the program `command` runs in a process group of its own (its id is the program's
 /// pid: [`kill_group`] stops it and every helper it started) with at most `memory` bytes of
 /// data memory (`RLIMIT_DATA`: heap and private writable mappings, not the files it maps) and
-/// of any file it writes (`RLIMIT_FSIZE`), and no core dump (it may hold a credential). Each
-/// limit is inherited across `fork` and `exec`.
+/// of any file it writes (`RLIMIT_FSIZE`), and no core dump (it may hold a credential) — each
+/// lowered, never raised past a hard limit cordon already runs under, and inherited across
+/// `fork` and `exec`.
 pub fn confine(command: &mut Command, memory: u64) {
-    // SAFETY: runs in the forked child before `exec`: `setpgid` and `setrlimit` are
-    // async-signal-safe and the closure allocates nothing (the limits are plain values).
+    use super::process::lower_resource;
+    // SAFETY: runs in the forked child before `exec`: `setpgid`, `getrlimit` and `setrlimit`
+    // are async-signal-safe and the closure allocates nothing (the limits are plain values).
     unsafe {
         command.pre_exec(move || {
             if libc::setpgid(0, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            for (resource, value) in [
-                (libc::RLIMIT_DATA, memory),
-                (libc::RLIMIT_FSIZE, memory),
-                (libc::RLIMIT_CORE, 0),
-            ] {
-                let limit = libc::rlimit {
-                    rlim_cur: value,
-                    rlim_max: value,
-                };
-                if libc::setrlimit(resource, &limit) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
+            lower_resource(libc::RLIMIT_DATA as _, memory)?;
+            lower_resource(libc::RLIMIT_FSIZE as _, memory)?;
+            lower_resource(libc::RLIMIT_CORE as _, 0)
         });
     }
 }

@@ -464,7 +464,12 @@ pub(crate) fn soft_limit(resource: Rlimit) -> io::Result<Option<u64>> {
 /// when that is lower (a hard limit can only be raised with CAP_SYS_RESOURCE in the initial user
 /// namespace, so the lowered one holds for this process and every process it starts).
 pub(crate) fn lower_limit(resource: Rlimit, value: u64) -> io::Result<()> {
-    let id = rlimit_id(resource);
+    lower_resource(rlimit_id(resource), value)
+}
+
+/// [`lower_limit`] of the `RLIMIT_*` number `id`. Async-signal-safe (two system calls, nothing
+/// allocated), so a `pre_exec` closure may call it.
+pub(crate) fn lower_resource(id: libc::c_int, value: u64) -> io::Result<()> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
