@@ -35,7 +35,9 @@ pub mod terminal {
 /// Programs cordon runs on the host, outside any sandbox (DESIGN §10: resolved from fixed
 /// directories, a scrubbed environment).
 pub mod host {
-    pub use crate::sys::host::{FILE_SIZE_SIGNAL, confine, exited, kill_group, pass_fd};
+    pub use crate::sys::host::{
+        FILE_SIZE_SIGNAL, Guard, confine, exited, guard, kill_group, pass_fd,
+    };
 }
 
 pub use config::{

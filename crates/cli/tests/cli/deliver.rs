@@ -624,6 +624,18 @@ fn processes_holding(needle: &str) -> Vec<String> {
 /// `code` saying `wants`, leaves no process of git's talking to the forge, and — the flag
 /// removed, the same bound — resumes to a pushed branch and one pull request.
 fn stopped_at_the_bound_then_resumed(flag: &str, bound: &str, code: i32, wants: &[&str]) {
+    stopped_then_resumed(flag, bound, code, wants, |_, _| {});
+}
+
+/// [`stopped_at_the_bound_then_resumed`], with `check` judging the forge and the state directory
+/// after the stopped run.
+fn stopped_then_resumed(
+    flag: &str,
+    bound: &str,
+    code: i32,
+    wants: &[&str],
+    check: impl Fn(&Forge, &Path),
+) {
     let dir = tempfile::tempdir().expect("tempdir");
     let forge = Forge::start(dir.path());
     forge.flag(flag);
@@ -640,6 +652,7 @@ fn stopped_at_the_bound_then_resumed(flag: &str, bound: &str, code: i32, wants: 
         Vec::<String>::new(),
         "no git helper outlives the bound"
     );
+    check(&forge, &f.state);
     std::fs::remove_file(forge.root.join(flag)).expect("behave");
     let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
     let out = run(&f, &["--resume", &id]);
@@ -672,6 +685,144 @@ fn a_remote_that_drips_is_stopped_at_git_timeout_with_every_helper_git_started()
             "resume once it answers",
         ],
     );
+}
+
+#[test]
+fn a_dumb_http_remote_is_refused_before_git_downloads_what_it_lists() {
+    stopped_then_resumed(
+        "dumb-http",
+        "",
+        2,
+        &["does not speak git's smart HTTP protocol", "smart HTTP URL"],
+        |forge, state| {
+            let fetched: Vec<_> = forge
+                .requests()
+                .into_iter()
+                .filter(|r| r["path"].as_str().is_some_and(|p| p.contains("/objects/")))
+                .collect();
+            assert_eq!(
+                fetched,
+                Vec::<serde_json::Value>::new(),
+                "nothing listed was fetched"
+            );
+            let mut size = 0;
+            let mut stack = vec![state.to_path_buf()];
+            while let Some(dir) = stack.pop() {
+                for entry in std::fs::read_dir(&dir).expect("read_dir").flatten() {
+                    let meta = entry.metadata().expect("metadata");
+                    if meta.is_dir() {
+                        assert_ne!(
+                            entry.file_name(),
+                            "repo.git",
+                            "the scratch repository is gone"
+                        );
+                        stack.push(entry.path());
+                    } else {
+                        size += meta.len();
+                    }
+                }
+            }
+            assert!(size < 8 << 20, "the state directory holds {size} bytes");
+        },
+    );
+}
+
+#[test]
+fn the_calls_of_one_action_together_get_four_api_timeouts() {
+    stopped_at_the_bound_then_resumed(
+        "slow-pages",
+        "api_timeout = 2",
+        1,
+        &["took more than 8 s, 4 × `[delivery] api_timeout`, for the calls of one action"],
+    );
+}
+
+#[test]
+fn a_github_token_that_cannot_read_its_account_takes_only_bot_made_entries_for_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forge = Forge::start(dir.path());
+    let f = fixture(
+        &forge,
+        Some(&format!(
+            "  forge: github\n  api_url: '{}'\n  repo: octo/widgets\n  create: true\n  token: gh\n  on: [start, end]\n",
+            forge.url("/api")
+        )),
+    );
+    // GET /user answers 403; once the run's issue exists, every listing also holds a person's
+    // forgeries with the run's markers, a pull request from its branch among them.
+    forge.flag("user-403");
+    forge.flag("forge-markers");
+    let out = run(&f, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let posts = |path: &str| {
+        forge
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == "POST" && r["path"] == path)
+            .count()
+    };
+    assert_eq!(
+        posts("/api/repos/octo/widgets/pulls"),
+        1,
+        "mallory's pull request was not taken"
+    );
+    let pulls = of_type(&events(&f), "delivery.pull_request")
+        .iter()
+        .map(|e| e["data"]["url"].as_str().unwrap_or_default().to_owned())
+        .collect::<Vec<_>>();
+    let made = forge.state()["pulls"][0]["url"].as_str().map(str::to_owned);
+    assert_eq!(pulls, made.into_iter().collect::<Vec<_>>());
+}
+
+/// Every process whose command line holds `needle`, waited for to be none for 5 s at most.
+fn none_left_holding(needle: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_holding(needle);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn git_and_its_helpers_end_with_cordon_whether_it_is_interrupted_terminated_or_killed() {
+    for signal in ["INT", "TERM", "KILL"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let forge = Forge::start(dir.path());
+        forge.flag("git-drip");
+        let f = fixture(&forge, None);
+        set_policy(&f, &format!("{POLICY}git_timeout = 600\n"));
+        let policy = policy_arg(&f);
+        let mut child = f
+            .cordon(&["run", "--no-ui", &policy])
+            .env("CORDON_FORGE_TOKEN", TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cordon run");
+        let remote = forge.url("/git/");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // git's remote helper, started by git, is talking to the dripping remote.
+        while processes_holding(&remote).len() < 2 {
+            assert!(Instant::now() < deadline, "git never reached the remote");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let kill = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(kill.success());
+        let status = child.wait().expect("reaped");
+        assert!(!status.success(), "SIG{signal}: {status}");
+        assert_eq!(
+            none_left_holding(&remote),
+            Vec::<String>::new(),
+            "SIG{signal}: git and its helpers ended with cordon"
+        );
+    }
 }
 
 #[test]

@@ -11,16 +11,27 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cordon_pipeline::{Forge as ForgeKind, HttpUrl};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::DeliveryError;
 
-/// The most bytes of one answer read.
+/// The most bytes of one listing's page read.
 pub const MAX_ANSWER: u64 = 4 << 20;
+/// The most bytes of any other answer read, and of one entry of a listing: what is parsed
+/// into a JSON tree at once (a tree of tiny values takes many times its text's size).
+pub const MAX_SINGLE: u64 = 256 << 10;
+/// The most bytes of an error answer whose text is read for the forge's message.
+const MAX_ERROR: usize = 64 << 10;
 /// The most pages of a listing read (pull requests, issues, comments).
 pub const MAX_PAGES: u32 = 10;
 /// Entries asked for per page.
 const PER_PAGE: u32 = 100;
+/// The most entries one page of a listing may hold (twice what is asked for).
+const MAX_ENTRIES: usize = 2 * PER_PAGE as usize;
+/// How many `[delivery] api_timeout`s the calls of one `deliver` action or one report comment
+/// get together: each call has one, all of them this many.
+pub const CALLS_BUDGET: u32 = 4;
 
 /// A pull request or an issue: its number and its page.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,6 +305,14 @@ impl Shape {
         .filter(|name| !name.is_empty())
     }
 
+    /// Whether a listed pull request, issue or comment was made by `account`.
+    pub fn made_by(self, entry: &Value, account: &Account) -> bool {
+        match account {
+            Account::Named(name) => self.author(entry) == Some(name.as_str()),
+            Account::AnyBot => entry["user"]["type"].as_str() == Some("Bot"),
+        }
+    }
+
     /// The account that made a listed pull request, issue or comment.
     pub fn author(self, entry: &Value) -> Option<&str> {
         match self {
@@ -327,50 +346,83 @@ fn draft_title(prefix: &str, pull: &NewPull<'_>) -> String {
     }
 }
 
+/// Whose entries cordon takes for its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Account {
+    /// The token's account, by the name `GET user` gave.
+    Named(String),
+    /// Any bot account: GitHub answers 403 to `GET user` for the tokens of GitHub Actions
+    /// (`GITHUB_TOKEN`) and of GitHub Apps, whose entries are made by a bot (`"type": "Bot"`).
+    /// A forgery then has to come from another app installed on the repository, not from a
+    /// person.
+    AnyBot,
+}
+
 struct Adapter {
     api: Api,
     shape: Shape,
     repo: String,
     /// The token's account, asked once: only what it made is taken for cordon's own.
-    me: std::cell::OnceCell<String>,
+    me: std::cell::OnceCell<Account>,
 }
 
 impl Adapter {
-    /// The token's account name (`GET user`).
-    fn me(&self) -> Result<&str, DeliveryError> {
+    /// The token's account (`GET user`).
+    fn me(&self) -> Result<&Account, DeliveryError> {
         if let Some(me) = self.me.get() {
             return Ok(me);
         }
-        let answer = self.api.send(&self.shape.whoami())?;
-        let Some(login) = self.shape.login(&answer) else {
-            return Err(self
-                .api
-                .unexpected("an answer to GET user without the account's name"));
+        let account = match self.api.value(&self.shape.whoami()) {
+            Ok(answer) => match self.shape.login(&answer) {
+                Some(login) => Account::Named(login.to_owned()),
+                None => {
+                    return Err(self
+                        .api
+                        .unexpected("an answer to GET user without the account's name"));
+                }
+            },
+            Err(DeliveryError::Auth { status: 403, .. }) if self.shape == Shape::Github => {
+                Account::AnyBot
+            }
+            Err(e) => return Err(e),
         };
-        Ok(self.me.get_or_init(|| login.to_owned()))
+        Ok(self.me.get_or_init(|| account))
     }
 
     /// Whether the listed `entry` was made by the token's account: a pull request, issue or
     /// comment holding cordon's marker but made by anyone else is someone's forgery.
-    fn mine(&self, entry: &Value, me: &str) -> bool {
-        self.shape.author(entry) == Some(me)
+    fn mine(&self, entry: &Value, me: &Account) -> bool {
+        self.shape.made_by(entry, me)
     }
 
-    /// Every entry of a listing, page by page, until `pick` finds one or the pages end.
+    /// Every entry of a listing, page by page, until `pick` finds one or the pages end. Each
+    /// page is split into its entries' texts first ([`entries`]), and each entry is parsed on
+    /// its own, so at most one entry's tree is held at a time.
     fn scan<T>(
         &self,
         call: impl Fn(u32) -> Call,
         pick: impl Fn(&Value) -> Option<T>,
     ) -> Result<Option<T>, DeliveryError> {
         for page in 1..=MAX_PAGES {
-            let answer = self.api.send(&call(page))?;
-            let Some(entries) = answer.as_array() else {
-                return Err(self.api.unexpected("a listing that is not a JSON array"));
-            };
-            if let Some(found) = entries.iter().find_map(&pick) {
-                return Ok(Some(found));
+            let call = call(page);
+            let body = self.api.send(&call, MAX_ANSWER)?;
+            let listed = entries(&body).map_err(|e| {
+                self.api.unexpected(&format!(
+                    "a listing ({} {}) that is not a JSON array of at most {MAX_ENTRIES} \
+                     entries of at most {} KiB each: {e}",
+                    call.method,
+                    call.path.join("/"),
+                    MAX_SINGLE >> 10
+                ))
+            })?;
+            for raw in &listed {
+                let entry: Value = serde_json::from_str(raw.get())
+                    .map_err(|_| self.api.unexpected("a listed entry that is not JSON"))?;
+                if let Some(found) = pick(&entry) {
+                    return Ok(Some(found));
+                }
             }
-            if entries.is_empty() {
+            if listed.is_empty() {
                 break;
             }
         }
@@ -399,7 +451,7 @@ impl Forge for Adapter {
     }
 
     fn create_pull(&self, pull: &NewPull<'_>) -> Result<Item, DeliveryError> {
-        let answer = self.api.send(&self.shape.create_pull(&self.repo, pull))?;
+        let answer = self.api.value(&self.shape.create_pull(&self.repo, pull))?;
         self.item(&answer, "pull request")
     }
 
@@ -418,7 +470,7 @@ impl Forge for Adapter {
     fn create_issue(&self, title: &str, body: &str) -> Result<Item, DeliveryError> {
         let answer = self
             .api
-            .send(&self.shape.create_issue(&self.repo, title, body))?;
+            .value(&self.shape.create_issue(&self.repo, title, body))?;
         self.item(&answer, "issue")
     }
 
@@ -438,7 +490,7 @@ impl Forge for Adapter {
     fn comment(&self, issue: u64, body: &str) -> Result<String, DeliveryError> {
         let answer = self
             .api
-            .send(&self.shape.comment(&self.repo, issue, body))?;
+            .value(&self.shape.comment(&self.repo, issue, body))?;
         self.shape
             .comment_url(&answer, self.api.root.as_str(), &self.repo, issue)
             .ok_or_else(|| self.api.unexpected("a comment without a URL"))
@@ -455,6 +507,9 @@ pub struct Api {
     token: String,
     /// How long one call may take, from its request to the last byte of its answer.
     timeout: Duration,
+    /// When every call of this API's action has to be done: [`CALLS_BUDGET`] timeouts after
+    /// it was made.
+    budget: std::time::Instant,
 }
 
 impl Api {
@@ -506,11 +561,26 @@ impl Api {
             auth: (name, value),
             token: token.to_owned(),
             timeout,
+            budget: std::time::Instant::now() + timeout * CALLS_BUDGET,
         })
     }
 
-    /// Sends `call`; a 2xx answer's JSON, else the error its status means.
-    pub fn send(&self, call: &Call) -> Result<Value, DeliveryError> {
+    /// Sends `call`; a 2xx answer's JSON (of at most [`MAX_SINGLE`] bytes).
+    pub fn value(&self, call: &Call) -> Result<Value, DeliveryError> {
+        let body = self.send(call, MAX_SINGLE)?;
+        serde_json::from_slice(&body).map_err(|_| {
+            self.unexpected(&format!(
+                "an answer to {} {} that is not JSON",
+                call.method,
+                call.path.join("/")
+            ))
+        })
+    }
+
+    /// Sends `call`; a 2xx answer's bytes (at most `limit`), else the error its status means.
+    /// The call gets `api_timeout`, or what is left of the action's budget when that is less,
+    /// from its request to the last byte of its answer.
+    pub fn send(&self, call: &Call, limit: u64) -> Result<Vec<u8>, DeliveryError> {
         let mut url = self.root.clone();
         {
             let Ok(mut segments) = url.path_segments_mut() else {
@@ -545,44 +615,74 @@ impl Api {
         }
         let what = format!("{} {}", call.method, url.path());
         let started = std::time::Instant::now();
-        let response = request.send().map_err(|e| {
-            DeliveryError::Down(format!(
-                "the {} API at {} did not answer {what}: {}",
-                self.forge,
-                self.root,
-                describe(&e)
-            ))
-        })?;
-        let status = response.status().as_u16();
-        let mut body = Vec::new();
-        let mut answer = response.take(MAX_ANSWER + 1);
-        let mut buffer = [0u8; 16 << 10];
-        loop {
-            // A forge sending a byte just inside each read's timeout is stopped here: the
-            // answer as a whole has `timeout` (a read under way ends within one more).
-            if started.elapsed() > self.timeout {
-                return Err(DeliveryError::Down(format!(
+        let left = self.budget.saturating_duration_since(started);
+        let over = |started: std::time::Instant| {
+            let elapsed = started.elapsed();
+            if elapsed >= left && left < self.timeout {
+                Some(DeliveryError::Down(format!(
+                    "the {} API at {} took more than {} s, {CALLS_BUDGET} × `[delivery] \
+                     api_timeout`, for the calls of one action, and {what} was stopped",
+                    self.forge,
+                    self.root,
+                    (self.timeout * CALLS_BUDGET).as_secs()
+                )))
+            } else if elapsed >= self.timeout {
+                Some(DeliveryError::Down(format!(
                     "the {} API at {} took more than {} s (`[delivery] api_timeout`) to answer \
                      {what}",
                     self.forge,
                     self.root,
                     self.timeout.as_secs()
-                )));
+                )))
+            } else {
+                None
             }
+        };
+        if left.is_zero() {
+            return Err(over(started).unwrap_or_else(|| self.unexpected("no time left")));
+        }
+        // The whole call, head and answer, in at most this (reqwest's total timeout for the
+        // request, which also bounds each read).
+        let request = request.timeout(left.min(self.timeout));
+        let response = request.send().map_err(|e| {
+            over(started).unwrap_or_else(|| {
+                DeliveryError::Down(format!(
+                    "the {} API at {} did not answer {what}: {}",
+                    self.forge,
+                    self.root,
+                    describe(&e)
+                ))
+            })
+        })?;
+        let status = response.status().as_u16();
+        let limit = if (200..=299).contains(&status) {
+            limit
+        } else {
+            MAX_ERROR as u64
+        };
+        let mut body = Vec::new();
+        let mut answer = response.take(limit + 1);
+        let mut buffer = [0u8; 16 << 10];
+        loop {
             let n = answer.read(&mut buffer).map_err(|e| {
-                DeliveryError::Down(format!("the {} API's answer to {what}: {e}", self.forge))
+                over(started).unwrap_or_else(|| {
+                    DeliveryError::Down(format!("the {} API's answer to {what}: {e}", self.forge))
+                })
             })?;
             if n == 0 {
                 break;
             }
             body.extend_from_slice(&buffer[..n]);
+            if let Some(e) = over(started) {
+                return Err(e);
+            }
         }
-        if body.len() as u64 > MAX_ANSWER {
-            return Err(self.unexpected(&format!("an answer to {what} over {MAX_ANSWER} bytes")));
+        if body.len() as u64 > limit && (200..=299).contains(&status) {
+            return Err(self.unexpected(&format!("an answer to {what} over {limit} bytes")));
         }
+        body.truncate(limit as usize);
         match status {
-            200..=299 => serde_json::from_slice(&body)
-                .map_err(|_| self.unexpected(&format!("an answer to {what} that is not JSON"))),
+            200..=299 => Ok(body),
             401 | 403 => Err(DeliveryError::Auth {
                 forge: self.forge.to_string(),
                 status,
@@ -611,7 +711,46 @@ impl Api {
     }
 }
 
-/// The forge's own error text (`{"message": …}`), one escaped line, bounded.
+/// A listing's page split into its entries' texts: a JSON array of at most [`MAX_ENTRIES`]
+/// entries of at most [`MAX_SINGLE`] bytes each (nothing of it parsed into a tree).
+fn entries(body: &[u8]) -> Result<Vec<&RawValue>, serde_json::Error> {
+    struct Entries<'a>(Vec<&'a RawValue>);
+    impl<'de> serde::Deserialize<'de> for Entries<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Bounded;
+            impl<'de> serde::de::Visitor<'de> for Bounded {
+                type Value = Entries<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON array")
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<Self::Value, A::Error> {
+                    use serde::de::Error as _;
+                    let mut entries = Vec::new();
+                    while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+                        if entries.len() == MAX_ENTRIES {
+                            return Err(A::Error::custom(format!(
+                                "more than {MAX_ENTRIES} entries"
+                            )));
+                        }
+                        if raw.get().len() as u64 > MAX_SINGLE {
+                            return Err(A::Error::custom("an entry over the bound"));
+                        }
+                        entries.push(raw);
+                    }
+                    Ok(Entries(entries))
+                }
+            }
+            d.deserialize_seq(Bounded)
+        }
+    }
+    serde_json::from_slice::<Entries<'_>>(body).map(|e| e.0)
+}
+
+/// The forge's own error text (`{"message": …}`), one escaped line, bounded (the answer was
+/// read to [`MAX_ERROR`] bytes at most).
 fn message(body: &[u8], token: &str) -> String {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let text = parsed
@@ -783,6 +922,47 @@ mod tests {
         assert_eq!(Shape::Gitea.author(&github), Some("bot"));
         assert_eq!(Shape::Gitlab.author(&github), Some("mallory"));
         assert_eq!(Shape::Github.author(&json!({})), None);
+        let named = Account::Named("bot".to_owned());
+        let bot = json!({"user": {"login": "github-actions[bot]", "type": "Bot"}});
+        let person = json!({"user": {"login": "mallory", "type": "User"}});
+        for (entry, by_named, by_any_bot) in [
+            (&github, true, false),
+            (&bot, false, true),
+            (&person, false, false),
+        ] {
+            assert_eq!(Shape::Github.made_by(entry, &named), by_named, "{entry}");
+            assert_eq!(
+                Shape::Github.made_by(entry, &Account::AnyBot),
+                by_any_bot,
+                "{entry}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_listing_is_split_into_at_most_200_entries_of_at_most_256_kib_each() {
+        let big = format!("[{{\"body\": \"{}\"}}]", "x".repeat(MAX_SINGLE as usize));
+        let many = format!("[{}]", vec!["{}"; MAX_ENTRIES + 1].join(","));
+        let full = format!("[{}]", vec!["{}"; MAX_ENTRIES].join(","));
+        let cases: &[(&str, Result<usize, &str>)] = &[
+            ("[]", Ok(0)),
+            (r#"[{"number": 1}, {"number": 2}]"#, Ok(2)),
+            (&full, Ok(MAX_ENTRIES)),
+            (&many, Err("more than 200 entries")),
+            (&big, Err("an entry over the bound")),
+            (r#"{"message": "not a list"}"#, Err("a JSON array")),
+            ("[{}", Err("EOF")),
+        ];
+        for (text, want) in cases {
+            let got = entries(text.as_bytes())
+                .map(|e| e.len())
+                .map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(n), Ok(m)) => assert_eq!(n, *m),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{e}"),
+                (got, want) => panic!("{}: {got:?}, not {want:?}", &text[..text.len().min(40)]),
+            }
+        }
     }
 
     #[test]

@@ -25,6 +25,12 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// The most bytes of a git command's output kept (the rest is read and dropped).
 const MAX_OUTPUT: usize = 1 << 20;
 
+/// The only programs git may start from its exec path: smart HTTP's remote helpers (and git
+/// itself). Without `git-http-push` and `git-http-fetch` a push to a dumb-HTTP or WebDAV
+/// remote fails at once, instead of downloading the pack indexes such a remote lists into the
+/// scratch repository without bound.
+const EXEC: &[&str] = &["git-remote-http", "git-remote-https"];
+
 /// The credential helper: answers `get` with what descriptor 3 holds (`username=…` and
 /// `password=…` lines cordon wrote), and nothing for `store` and `erase`.
 const HELPER: &str = "!f() { if test \"$1\" = get; then cat <&3; fi; }; f";
@@ -65,6 +71,16 @@ pub struct Remote<'a> {
     pub timeout: Duration,
 }
 
+impl Drop for Remote<'_> {
+    /// The scratch repository and exec path go with the delivery (a hostile remote may have
+    /// made git write into the repository): the next delivery makes them anew.
+    fn drop(&mut self) {
+        for made in ["repo.git", "exec"] {
+            let _ = std::fs::remove_dir_all(self.scratch.join(made));
+        }
+    }
+}
+
 impl Remote<'_> {
     /// The sha `refs/heads/<branch>` has on the remote, `None` when it does not exist. The first
     /// call of a delivery: it makes the scratch repository [`Remote::push`] uses too.
@@ -89,20 +105,25 @@ impl Remote<'_> {
         Ok(())
     }
 
-    /// The scratch repository, made anew: cordon's own config, the workspace's objects.
+    /// The scratch repository, made anew: cordon's own config, the workspace's objects; and
+    /// git's private exec path, holding only [`EXEC`].
     fn prepare(&self) -> Result<PathBuf, DeliveryError> {
         let repo = self.scratch.join("repo.git");
         let home = self.scratch.join("home");
+        let exec = self.scratch.join("exec");
         let io = |what: &str, e: std::io::Error| {
             DeliveryError::Refused(format!(
                 "cannot prepare the push's scratch repository ({what} under {}): {e}",
                 self.scratch.display()
             ))
         };
-        if repo.exists() {
-            std::fs::remove_dir_all(&repo).map_err(|e| io("remove the old one", e))?;
+        for old in [&repo, &exec] {
+            if old.exists() {
+                std::fs::remove_dir_all(old).map_err(|e| io("remove the old one", e))?;
+            }
         }
         for dir in [
+            exec.clone(),
             repo.join("objects/info"),
             repo.join("objects/pack"),
             repo.join("refs/heads"),
@@ -132,7 +153,38 @@ impl Remote<'_> {
         ] {
             std::fs::write(&path, text).map_err(|e| io("write a file", e))?;
         }
+        let system = self.exec_path()?;
+        std::os::unix::fs::symlink(self.git, exec.join("git")).map_err(|e| io("link git", e))?;
+        for helper in EXEC {
+            std::os::unix::fs::symlink(system.join(helper), exec.join(helper))
+                .map_err(|e| io("link a helper", e))?;
+        }
         Ok(repo)
+    }
+
+    /// Where the host's git keeps its helpers (`git --exec-path`), checked to hold smart
+    /// HTTP's.
+    fn exec_path(&self) -> Result<PathBuf, DeliveryError> {
+        let out = Command::new(self.git)
+            .arg("--exec-path")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .map_err(|e| DeliveryError::Down(format!("cannot start git --exec-path: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let path = PathBuf::from(text.trim_end_matches('\n'));
+        if !out.status.success() || !path.is_absolute() || !path.join(EXEC[0]).is_file() {
+            return Err(DeliveryError::Refused(format!(
+                "the host's git ({}) has no HTTP helper ({} in its exec path {}); install \
+                 git's HTTP support (the distribution's git package has it)",
+                self.git.display(),
+                EXEC[0],
+                cordon_protocol::text::escape_line(text.trim())
+            )));
+        }
+        Ok(path)
     }
 
     /// Runs git with `args` after the pinned configuration; its stdout, or the error its exit
@@ -179,6 +231,7 @@ impl Remote<'_> {
             .env("PATH", "/usr/bin:/bin")
             .env("HOME", self.scratch.join("home"))
             .env("GIT_DIR", &repo)
+            .env("GIT_EXEC_PATH", self.scratch.join("exec"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_TERMINAL_PROMPT", "0")
@@ -209,6 +262,16 @@ impl Remote<'_> {
         // The command holds the pipe's read end: drop it so only git has it.
         drop(command);
         let pid = child.id();
+        let guard = match cordon_sandbox::host::guard(pid) {
+            Ok(guard) => guard,
+            Err(e) => {
+                cordon_sandbox::host::kill_group(pid);
+                let _ = child.wait();
+                return Err(DeliveryError::Down(format!(
+                    "cannot start the guard over git ({what}): {e}"
+                )));
+            }
+        };
         let stdout = reader(child.stdout.take());
         let stderr = reader(child.stderr.take());
         let timed_out = loop {
@@ -218,6 +281,7 @@ impl Remote<'_> {
                 Ok(false) => std::thread::sleep(Duration::from_millis(20)),
                 Err(e) => {
                     cordon_sandbox::host::kill_group(pid);
+                    drop(guard);
                     let _ = child.wait();
                     return Err(DeliveryError::Down(format!(
                         "waiting for git ({what}): {e}"
@@ -229,6 +293,7 @@ impl Remote<'_> {
         // pid names the group until then) — a helper left holding the output pipes would keep
         // the readers waiting, and one left running would outlive the bound.
         cordon_sandbox::host::kill_group(pid);
+        drop(guard);
         let status = child
             .wait()
             .map_err(|e| DeliveryError::Down(format!("waiting for git ({what}): {e}")))?;
@@ -328,6 +393,13 @@ fn classify(
             what: format!("the {what} to {url}"),
             message: format!(" ({tail})"),
         };
+    }
+    if stderr.contains("'http-push' is not a git command") {
+        return DeliveryError::Refused(format!(
+            "the remote {url} does not speak git's smart HTTP protocol (a dumb or WebDAV \
+             server), the only one cordon pushes over; give `remote:` a smart HTTP URL, then \
+             resume"
+        ));
     }
     let rejected = stdout.lines().any(|l| l.starts_with('!'))
         || [

@@ -42,11 +42,16 @@ pub fn pass_fd(command: &mut Command, fd: OwnedFd, target: i32) {
 /// `fork` and `exec`.
 pub fn confine(command: &mut Command, memory: u64) {
     use super::process::lower_resource;
-    // SAFETY: runs in the forked child before `exec`: `setpgid`, `getrlimit` and `setrlimit`
-    // are async-signal-safe and the closure allocates nothing (the limits are plain values).
+    // SAFETY: runs in the forked child before `exec`: `setpgid`, `prctl`, `getrlimit` and
+    // `setrlimit` are async-signal-safe and the closure allocates nothing (the limits are plain values).
     unsafe {
         command.pre_exec(move || {
             if libc::setpgid(0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Killed with the thread that started it, should cordon die before [`guard`]
+            // stands watch (its helpers are the guard's: they are not this process's children).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
             lower_resource(libc::RLIMIT_DATA as _, memory)?;
@@ -91,5 +96,84 @@ pub fn kill_group(pgid: u32) {
     // SAFETY: `kill` takes plain integers; a negative pid names the process group only.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// A process standing watch over the group `pgid` for as long as it is held: should cordon end
+/// in any way — `SIGINT`, `SIGTERM`, `kill -9`, a crash — before it drops the guard, the guard
+/// kills the group, so no helper git started outlives cordon holding the token. Dropping it
+/// stops and reaps it (drop it before the group's leader is reaped: until then the id names
+/// only that group).
+pub struct Guard {
+    pid: libc::pid_t,
+}
+
+/// Starts a [`Guard`] over `pgid`.
+///
+/// The guard is a `fork` of cordon that runs no Rust code after the fork — a multithreaded
+/// process's child may only make async-signal-safe calls — only `prctl`, `getppid`,
+/// `sigtimedwait`, `kill` and `_exit`: it asks for a signal when the thread that made it ends
+/// (`PR_SET_PDEATHSIG`), and on that signal, or every 100 ms in any case, looks whether its
+/// parent is still cordon.
+pub fn guard(pgid: u32) -> std::io::Result<Guard> {
+    let pgid = libc::pid_t::try_from(pgid)
+        .ok()
+        .filter(|pgid| *pgid > 1)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `getpid` takes nothing.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: `all` and `before` are valid `sigset_t`s the calls fill. Every signal is blocked
+    // on this thread across the `fork` (and restored right after in the parent), so the child
+    // starts with none that could run one of cordon's handlers, and waits for them itself.
+    let (all, before) = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut before: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+        (all, before)
+    };
+    // SAFETY: the child runs only the async-signal-safe calls below and leaves by `_exit`;
+    // `all` is a plain value copied into it.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the forked child: plain integers and valid pointers to stack values.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1 as libc::c_ulong);
+            let tick = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 100_000_000,
+            };
+            loop {
+                if libc::getppid() != parent {
+                    libc::kill(-pgid, libc::SIGKILL);
+                    libc::_exit(0);
+                }
+                libc::sigtimedwait(&all, std::ptr::null_mut(), &tick);
+            }
+        }
+    }
+    let forked = std::io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+    }
+    if pid < 0 {
+        return Err(forked);
+    }
+    Ok(Guard { pid })
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // SAFETY: integers and a valid out-pointer; the guard is this process's unreaped child,
+        // so its pid names it alone.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            let mut status = 0;
+            while libc::waitpid(self.pid, &mut status, 0) == -1
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+            }
+        }
     }
 }

@@ -21,7 +21,10 @@ entries by `mallory` holding the markers of each run the forge has seen: a pull 
 branch asked for, an issue, a comment with every report marker), `echo-token` (every API
 request answers 422 with the token in its message), `slow-api` (every API answer sends a byte
 every half second), `git-bomb` (git's ref advertisement never ends), `git-drip` (git's answer is
-a byte every half second); the last two end after 120 s.
+a byte every half second); the last two end after 120 s; `dumb-http` (git is served as dumb HTTP
+with WebDAV, listing 64 packs of 8 MiB indexes), `user-403` (GitHub's `GET /user` answers 403, as it
+does for GitHub Actions' and Apps' tokens; entries carry `user.type`, `Bot` for cordon-bot's),
+`slow-pages` (every page of pull requests holds another branch's and takes 1.5 s).
 """
 
 import argparse
@@ -141,6 +144,18 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         self.handle_any()
 
+    def do_HEAD(self):
+        self.handle_any()
+
+    def do_PROPFIND(self):
+        self.handle_any()
+
+    def do_MKCOL(self):
+        self.handle_any()
+
+    def do_LOCK(self):
+        self.handle_any()
+
     def handle_any(self):
         body = self.body()
         path = urllib.parse.urlsplit(self.path).path
@@ -172,6 +187,8 @@ class Handler(BaseHTTPRequestHandler):
             # The service line and the first ref once, then refs without end.
             first = pkt(f"# service={service}\n") + b"0000" + pkt(f"{sha} HEAD\0multi_ack\n")
             return self.stream(advert, refs, 0, first)
+        if self.flagged("dumb-http"):
+            return self.dumb()
         if self.flagged("git-drip"):
             # A packet announced long, its bytes sent slowly.
             return self.stream(advert, b"a", 0.5, b"fff0")
@@ -208,6 +225,50 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 headers.append((name, value.strip()))
         self.send(status, payload, headers)
+
+    def dumb(self):
+        """git's dumb HTTP with WebDAV, as a push target would serve it: no refs, and a pack list
+        naming 64 packs whose indexes are 8 MiB each (a push through `git http-push` downloads
+        every one into the pushing repository)."""
+        path = urllib.parse.urlsplit(self.path).path
+        plain = [("Content-Type", "text/plain")]
+        if self.command == "PROPFIND":
+            lock = ("<D:supportedlock><D:lockentry><D:lockscope><D:exclusive/></D:lockscope>"
+                    "<D:locktype><D:write/></D:locktype></D:lockentry></D:supportedlock>")
+            xml = ('<?xml version="1.0"?><D:multistatus xmlns:D="DAV:"><D:response>'
+                   f"<D:propstat><D:prop>{lock}</D:prop></D:propstat></D:response>"
+                   "</D:multistatus>")
+            return self.send(207, xml.encode(), [("Content-Type", "text/xml")])
+        if self.command == "HEAD":
+            return self.send(200 if "/objects/" in path else 404, b"", plain)
+        if self.command != "GET":
+            return self.send(405)
+        if path.endswith("/info/refs"):
+            return self.send(200, b"", plain)
+        if path.endswith("/objects/info/packs"):
+            packs = "".join(f"P pack-{i:040x}.pack\n" for i in range(64))
+            return self.send(200, packs.encode(), plain)
+        if path.endswith(".idx"):
+            return self.send(200, b"\0" * (8 << 20), plain)
+        self.send(404)
+
+    def slow_json(self, value):
+        """`value` as a 200 answer sent in three parts half a second apart."""
+        payload = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        third = len(payload) // 3 + 1
+        try:
+            for i in range(3):
+                time.sleep(0.5)
+                self.wfile.write(payload[i * third:(i + 1) * third])
+                self.wfile.flush()
+        except OSError:
+            pass
 
     def hang(self, what):
         flag = os.path.join(self.server.root, f"hang-{what}")
@@ -264,6 +325,8 @@ class Handler(BaseHTTPRequestHandler):
         if shape != "github":
             parts = parts[1:]
         if parts == ["user"]:
+            if self.flagged("user-403") and shape == "github":
+                return self.json(403, {"message": "Resource not accessible by integration"})
             return self.json(200, {"username" if shape == "gitlab" else "login": ME})
         forged = sorted(r.decode() for r in SEEN) if self.flagged("forge-markers") else []
         if shape == "gitlab":
@@ -288,6 +351,8 @@ class Handler(BaseHTTPRequestHandler):
         def by(view, author):
             if shape == "gitlab":
                 view["author"] = {"username": author}
+            elif shape == "github":
+                view["user"] = {"login": author, "type": "Bot" if author == ME else "User"}
             else:
                 view["user"] = {"login": author}
             return view
@@ -335,6 +400,11 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     found = list(STATE["pulls"])  # Gitea: the client filters by branch
                 listed = forged_pulls + [pull_view(p) for p in found]
+                if self.flagged("slow-pages"):
+                    other = pull_view({"number": 999, "url": f"{base}/pull/999", "author": "x",
+                                       "head": "other", "base": "main", "title": "other",
+                                       "body": "", "draft": False})
+                    return self.slow_json([other] + (listed if page == 1 else []))
                 return self.json(200, listed if page == 1 else [])
             if rest == ["pulls"] and self.command == "POST":
                 number = len(STATE["pulls"]) + len(STATE["issues"]) + 1
