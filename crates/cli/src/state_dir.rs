@@ -1,5 +1,6 @@
 //! Where runs are stored, for the commands that read them (`runs`, `logs`, `ui`, `policy`): the
-//! `--state-dir` flag, else the environment, resolved and refused the same way for each.
+//! `--state-dir` flag, else the environment, resolved and refused the same way for each; and
+//! `--store URL` (else `$CORDON_STORE`), a shared PostgreSQL store, for the commands of DESIGN §16.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +22,38 @@ impl StateDirArg {
     pub fn resolve(&self) -> Result<StateDir, ExitCode> {
         resolve(self.state_dir.clone())
     }
+
+    /// The state directory, its runs in the store `store` names (see [`resolve_with_store`]).
+    pub fn resolve_with(&self, store: &StoreArg) -> Result<StateDir, ExitCode> {
+        resolve_with_store(self.state_dir.clone(), store)
+    }
+}
+
+/// `--store URL` of `run`, `do`, `runs`, `logs`, `diff` and `ui` (hidden in a build without the
+/// PostgreSQL store, where `$CORDON_STORE` is refused with the fix).
+#[derive(Debug, Default, clap::Args)]
+pub struct StoreArg {
+    /// Keep runs in the shared PostgreSQL store at URL, postgres://USER@HOST:PORT/DATABASE, with
+    /// the password in the file $CORDON_STORE_PASSWORD_FILE names (or $PGPASSWORD), never in the
+    /// URL [default: $CORDON_STORE, else the state directory's own database]
+    #[arg(long, value_name = "URL")]
+    #[cfg_attr(not(feature = "scale-out"), arg(hide = true))]
+    store: Option<String>,
+}
+
+impl StoreArg {
+    /// The URL given, if any.
+    pub fn url(&self) -> Option<String> {
+        self.store.clone()
+    }
+}
+
+/// [`resolve`], then the store from `store`, else `$CORDON_STORE`.
+pub fn resolve_with_store(flag: Option<PathBuf>, store: &StoreArg) -> Result<StateDir, ExitCode> {
+    StateDir::resolve(&StateDirSource::from_env(flag).with_store(store.url())).map_err(|err| {
+        eprintln!("cordon: {err}");
+        ExitCode::from(2)
+    })
 }
 
 /// The state directory from `flag`, else `$CORDON_STATE_DIR`, `$XDG_STATE_HOME/cordon` or
@@ -40,7 +73,7 @@ pub fn stored_run(
     state_dir: &StateDir,
     run: Option<&str>,
 ) -> anyhow::Result<Result<(Store, RunId), String>> {
-    if !state_dir.path().join("cordon.db").exists() {
+    if state_dir.store().is_none() && !state_dir.path().join("cordon.db").exists() {
         return Ok(Err(format!(
             "there are no runs in {} yet; start one with `cordon run PIPELINE`",
             state_dir.path().display()

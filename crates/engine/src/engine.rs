@@ -1111,6 +1111,8 @@ impl<'a> Engine<'a> {
         trailer: &str,
         accepted: Option<cordon_git::ObjectId>,
     ) -> Result<(Verdict, Option<i32>, Option<String>), Failure> {
+        // Host actions check the lease first (DESIGN §18): a stale holder commits nothing.
+        self.cx.store.check_held(self.cx.run)?;
         let Some(git) = self.cx.workspace.git() else {
             return Ok((
                 Verdict::Fail,

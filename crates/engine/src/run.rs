@@ -82,7 +82,12 @@ impl From<StoreError> for RunError {
             | StoreError::RelativeStateDir(_)
             | StoreError::UnknownRun(_)
             | StoreError::AmbiguousRun { .. }
-            | StoreError::Held(..) => ErrorClass::Usage,
+            | StoreError::Held(..)
+            | StoreError::Leased { .. }
+            | StoreError::StoreUrl { .. }
+            | StoreError::PasswordInUrl(_)
+            | StoreError::PasswordFile { .. }
+            | StoreError::NoScaleOut(_) => ErrorClass::Usage,
             _ => ErrorClass::Runtime,
         };
         RunError::new(class, error_chain(&err))
@@ -593,6 +598,15 @@ fn scratch_dir(store: &Store, run: RunId) -> PathBuf {
     store.dir().join("runs").join(run.to_string())
 }
 
+/// Where a run's delivery keeps its scratch repository while it pushes (removed when the push
+/// ends, by the signal handler of an interrupted cordon, and at resume after a `kill -9`).
+pub fn delivery_scratch(state_dir: &Path, run: RunId) -> PathBuf {
+    state_dir
+        .join("runs")
+        .join(run.to_string())
+        .join("delivery")
+}
+
 /// Checks everything a run needs and takes its locks, creating nothing.
 pub fn prepare(request: &Request<'_>) -> Result<Prepared, RunError> {
     match &request.start {
@@ -808,6 +822,9 @@ fn resume(
     refuse_missing_layers()?;
     let run_lock = store.lock_run(run)?;
     let workspace_lock = lock_workspace(&store, &row.workspace)?;
+    // A push cut short by `kill -9` left its scratch repository (the run is held now, so no
+    // delivery of it is under way): it goes before anything else.
+    let _ = std::fs::remove_dir_all(delivery_scratch(store.dir(), run));
     let operator = (request.operator)(&row.workspace).map_err(RunError::usage)?;
     let secrets = Secrets::resolve(&pipeline, &|key| {
         (request.env)(key).and_then(|v| v.into_string().ok())
@@ -985,8 +1002,11 @@ impl Ready {
             .with_passed(self.passed.clone())
             .with_private_git(self.store.dir().to_path_buf());
         if needs_egress(&self.pipeline) || self.lane.is_some() {
-            let mut egress = Egress::new(self.run, &self.operator.policy, drive.listening)
-                .map_err(|e| {
+            // The shared store is cordon's own, like its listeners: refused as `self`.
+            let mut listening = drive.listening;
+            listening.extend(self.store.addresses());
+            let mut egress =
+                Egress::new(self.run, &self.operator.policy, listening).map_err(|e| {
                     RunError::runtime(format!("cannot start the egress proxy's runtime: {e}"))
                 })?;
             if let Some(config) = self.lane.take() {
@@ -1028,7 +1048,7 @@ impl Ready {
                 &policy.allow_private,
                 &policy.resolve,
             ),
-            scratch: Some(scratch_dir(&self.store, self.run).join("delivery")),
+            scratch: Some(delivery_scratch(self.store.dir(), self.run)),
             limits: crate::engine::DeliveryLimits::from(&policy.delivery),
         });
         match self.begin {

@@ -1,5 +1,6 @@
 //! Setup stamps: a setup hook is cached by a digest of its command, the workspace path, its
-//! `setup_network` and the lockfiles at the workspace root.
+//! `setup_network`, the lockfiles at the workspace root and the machine it ran on (a shared store
+//! holds the stamps of many machines, and what a hook installed on one is not on another).
 
 use cordon_pipeline::{CommandSpec, Setup};
 use sha2::{Digest, Sha256};
@@ -43,12 +44,30 @@ pub fn stamp(setup: &Setup, workspace: &HostWorkspace, image: Option<&str>) -> S
     field(workspace.path().as_os_str().as_encoded_bytes());
     field(setup.network.to_string().as_bytes());
     field(image.unwrap_or("host").as_bytes());
+    field(machine_id().as_bytes());
     let lockfiles = workspace.lockfiles(is_lockfile);
     for (name, digest) in lockfiles {
         field(name.as_bytes());
         field(&digest);
     }
     hex(&hash.finalize())
+}
+
+/// This machine: `/etc/machine-id` (systemd's, also written by dbus), else the kernel's host
+/// name. Host files, not the workspace's; read with a bound.
+fn machine_id() -> String {
+    use std::io::Read as _;
+    let read = |path: &str| {
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(256).read_to_string(&mut text))
+            .ok()
+            .map(|_| text.trim().to_owned())
+            .filter(|text| !text.is_empty())
+    };
+    read("/etc/machine-id")
+        .or_else(|| read("/proc/sys/kernel/hostname"))
+        .unwrap_or_default()
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

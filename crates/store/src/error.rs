@@ -52,6 +52,66 @@ pub enum StoreError {
          that process"
     )]
     Held(String, PathBuf),
+    #[error(
+        "run {run} is held by {holder}, whose lease runs {seconds} s more; wait for it to \
+         finish, or stop that process and resume once its lease has expired"
+    )]
+    Leased {
+        run: String,
+        holder: String,
+        seconds: u64,
+    },
+    #[error(
+        "run {run} was taken over by another cordon (lease generation {current}; this process \
+         held {held}) after this one stopped renewing its lease, so this process stops working \
+         on it; follow the run with `cordon logs {run} --follow`"
+    )]
+    Fenced {
+        run: String,
+        held: i64,
+        current: i64,
+    },
+    #[error(
+        "lost the lease of run {0}: the store did not answer its renewals for 20 s, so another \
+         machine may resume it; `cordon resume {0}` continues it here once the lease has expired \
+         (30 s)"
+    )]
+    LeaseLost(String),
+    #[error(
+        "cannot use the store `{store}`: {detail}; check that the server is running and \
+         reachable, and that $CORDON_STORE_PASSWORD_FILE or $PGPASSWORD holds the password"
+    )]
+    Postgres { store: String, detail: String },
+    #[error(
+        "the store `{store}` was written by a newer cordon (schema {found}, this one knows up to \
+         {known}); upgrade cordon or use another --store"
+    )]
+    StoreTooNew {
+        store: String,
+        found: i64,
+        known: i64,
+    },
+    #[error(
+        "`{url}` is not a store URL this cordon can use ({detail}); pass --store \
+         postgres://USER@HOST:PORT/DATABASE"
+    )]
+    StoreUrl { url: String, detail: String },
+    #[error(
+        "the store URL `{0}` carries a password, which every user of this machine can read in the \
+         process list; remove it from the URL and put it in a file named by \
+         $CORDON_STORE_PASSWORD_FILE (or in $PGPASSWORD)"
+    )]
+    PasswordInUrl(String),
+    #[error(
+        "cannot read the store's password file `{path}` named by $CORDON_STORE_PASSWORD_FILE: {detail}"
+    )]
+    PasswordFile { path: PathBuf, detail: String },
+    #[error(
+        "the store `{0}` is a PostgreSQL store, and this cordon was built without it; build cordon \
+         with `--features scale-out`, or unset --store and $CORDON_STORE to keep runs in the state \
+         directory"
+    )]
+    NoScaleOut(String),
     #[error("stored event {seq} of run {run} cannot be read: {detail}")]
     BadEvent {
         run: String,

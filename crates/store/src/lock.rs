@@ -1,5 +1,7 @@
-//! `Lock`: an exclusive `flock` on a file under `locks/`, held until dropped (or until the
-//! process dies, which the kernel releases for us — so a `kill -9` never leaves a stale lock).
+//! `Lock`: what keeps a run (or a workspace) to one holder until dropped. With the SQLite store it
+//! is an exclusive `flock` on a file under `locks/`, which the kernel releases when the process
+//! dies — so a `kill -9` never leaves a stale lock. With the PostgreSQL store a run's lock is a
+//! lease in the database, renewed by a thread of the holder (`pg::lease`).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -8,9 +10,16 @@ use crate::StoreError;
 
 /// A held lock. Dropping it releases the lock.
 #[derive(Debug)]
-pub struct Lock {
-    _file: File,
-    path: PathBuf,
+pub struct Lock(Held);
+
+#[derive(Debug)]
+enum Held {
+    File {
+        _file: File,
+        path: PathBuf,
+    },
+    #[cfg(feature = "scale-out")]
+    Lease(crate::pg::Lease),
 }
 
 impl Lock {
@@ -27,10 +36,10 @@ impl Lock {
             .open(path)
             .map_err(io)?;
         match file.try_lock() {
-            Ok(()) => Ok(Some(Lock {
+            Ok(()) => Ok(Some(Lock(Held::File {
                 _file: file,
                 path: path.to_path_buf(),
-            })),
+            }))),
             Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(source)) => Err(io(source)),
         }
@@ -44,7 +53,17 @@ impl Lock {
         matches!(Lock::try_take(path), Ok(None))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    #[cfg(feature = "scale-out")]
+    pub(crate) fn lease(lease: crate::pg::Lease) -> Lock {
+        Lock(Held::Lease(lease))
+    }
+
+    /// What is held, for messages: the lock file, or the run's lease and its generation.
+    pub fn describe(&self) -> String {
+        match &self.0 {
+            Held::File { path, .. } => format!("lock `{}`", path.display()),
+            #[cfg(feature = "scale-out")]
+            Held::Lease(lease) => lease.describe(),
+        }
     }
 }

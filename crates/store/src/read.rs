@@ -1,7 +1,8 @@
-//! `Reader`: a read-only connection to the state database, for code that watches runs (the web
-//! UI, `cordon ui`) and must never write. SQLite itself refuses writes through it.
+//! `Reader`: a read-only connection to the store, for code that watches runs (the web UI,
+//! `cordon ui`) and must never write. SQLite itself refuses writes through it; a PostgreSQL
+//! reader's sessions are read-only on the server.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cordon_protocol::event::BlobId;
 use cordon_protocol::{Record, RunId, StepName};
@@ -24,16 +25,91 @@ pub struct EventFilter {
     pub limit: Option<usize>,
 }
 
-/// A read-only view of the state directory.
-pub struct Reader {
+/// A read-only view of the store.
+pub struct Reader(Backend);
+
+enum Backend {
+    Sqlite(SqliteReader),
+    #[cfg(feature = "scale-out")]
+    Postgres(Box<crate::pg::PgReader>),
+}
+
+/// The same call on whichever backend this reader has.
+macro_rules! each {
+    ($reader:expr, $backend:ident => $call:expr) => {
+        match &$reader.0 {
+            Backend::Sqlite($backend) => $call,
+            #[cfg(feature = "scale-out")]
+            Backend::Postgres($backend) => $call,
+        }
+    };
+}
+
+impl Reader {
+    /// Opens the existing store read-only (create it first with [`crate::Store::open`]).
+    pub fn open(dir: &StateDir) -> Result<Reader, StoreError> {
+        match dir.store() {
+            None => SqliteReader::open(dir).map(|r| Reader(Backend::Sqlite(r))),
+            #[cfg(feature = "scale-out")]
+            Some(url) => {
+                crate::pg::PgReader::open(url).map(|r| Reader(Backend::Postgres(Box::new(r))))
+            }
+            #[cfg(not(feature = "scale-out"))]
+            Some(url) => Err(StoreError::NoScaleOut(crate::url::shown(url))),
+        }
+    }
+
+    /// Where the runs are, for messages.
+    pub fn shown(&self) -> String {
+        each!(self, r => r.shown())
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        each!(self, r => r.runs())
+    }
+
+    pub fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
+        each!(self, r => r.run(id))
+    }
+
+    /// The run whose id is `text` or starts with it (case-insensitive); exactly one must match.
+    pub fn find_run(&self, text: &str) -> Result<RunId, StoreError> {
+        rows::find_run(self.runs()?, text)
+    }
+
+    /// The run's events that pass `filter`, in order.
+    pub fn events(&self, run: RunId, filter: &EventFilter) -> Result<Vec<Record>, StoreError> {
+        each!(self, r => r.events(run, filter))
+    }
+
+    /// The run's highest sequence number (0 before its first event): a cheap "anything new?".
+    pub fn last_seq(&self, run: RunId) -> Result<u64, StoreError> {
+        each!(self, r => r.last_seq(run))
+    }
+
+    /// A stored blob (a tooling snapshot, a diff).
+    pub fn blob(&self, id: BlobId) -> Result<Option<Vec<u8>>, StoreError> {
+        each!(self, r => r.blob(id))
+    }
+
+    /// Whether a live process holds the run. With SQLite the probe takes the lock file for an
+    /// instant when it is free, so a process starting that run in the same instant may see it
+    /// held and retry; with PostgreSQL it asks whether the run's lease is live.
+    pub fn is_held(&self, run: RunId) -> bool {
+        each!(self, r => r.is_held(run))
+    }
+}
+
+/// The SQLite reader.
+struct SqliteReader {
     conn: Connection,
     db: PathBuf,
     locks: PathBuf,
 }
 
-impl Reader {
-    /// Opens the existing database read-only (create it first with [`crate::Store::open`]).
-    pub fn open(dir: &StateDir) -> Result<Reader, StoreError> {
+impl SqliteReader {
+    fn open(dir: &StateDir) -> Result<SqliteReader, StoreError> {
         let db = dir.path().join(DATABASE);
         let fail = |source| StoreError::Sqlite {
             path: db.clone(),
@@ -43,15 +119,15 @@ impl Reader {
         let conn = Connection::open_with_flags(&db, flags).map_err(fail)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(fail)?;
-        Ok(Reader {
+        Ok(SqliteReader {
             conn,
             db,
             locks: dir.path().join("locks"),
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.db
+    fn shown(&self) -> String {
+        self.db.display().to_string()
     }
 
     fn fail(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -62,21 +138,16 @@ impl Reader {
     }
 
     /// Every run, oldest first.
-    pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+    fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
         rows::runs(&self.conn, &self.db, &self.fail())
     }
 
-    pub fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
+    fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
         rows::run(&self.conn, &self.db, &self.fail(), id)
     }
 
-    /// The run whose id is `text` or starts with it (case-insensitive); exactly one must match.
-    pub fn find_run(&self, text: &str) -> Result<RunId, StoreError> {
-        rows::find_run(self.runs()?, text)
-    }
-
     /// The run's events that pass `filter`, in order.
-    pub fn events(&self, run: RunId, filter: &EventFilter) -> Result<Vec<Record>, StoreError> {
+    fn events(&self, run: RunId, filter: &EventFilter) -> Result<Vec<Record>, StoreError> {
         let id = run.to_string();
         let mut sql =
             String::from("SELECT seq, ts, type, step, data FROM events WHERE run = ? AND seq > ?");
@@ -112,7 +183,7 @@ impl Reader {
     }
 
     /// The run's highest sequence number (0 before its first event): a cheap "anything new?".
-    pub fn last_seq(&self, run: RunId) -> Result<u64, StoreError> {
+    fn last_seq(&self, run: RunId) -> Result<u64, StoreError> {
         let last: i64 = self
             .conn
             .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?1")
@@ -122,7 +193,7 @@ impl Reader {
     }
 
     /// A stored blob (a tooling snapshot, a diff).
-    pub fn blob(&self, id: BlobId) -> Result<Option<Vec<u8>>, StoreError> {
+    fn blob(&self, id: BlobId) -> Result<Option<Vec<u8>>, StoreError> {
         self.conn
             .prepare_cached("SELECT bytes FROM blobs WHERE id = ?1")
             .and_then(|mut stmt| {
@@ -134,7 +205,7 @@ impl Reader {
 
     /// Whether a live process holds the run. The probe takes the lock for an instant when it
     /// is free, so a process starting that run in the same instant may see it held and retry.
-    pub fn is_held(&self, run: RunId) -> bool {
+    fn is_held(&self, run: RunId) -> bool {
         Lock::is_held(&self.locks.join(run.to_string()))
     }
 }

@@ -74,7 +74,6 @@ pub(crate) fn events(
     sql: &str,
     params: impl Params,
 ) -> Result<Vec<Record>, StoreError> {
-    let id = run.to_string();
     let mut stmt = conn.prepare_cached(sql).map_err(fail)?;
     let rows = stmt
         .query_map(params, |r| {
@@ -91,25 +90,49 @@ pub(crate) fn events(
     for row in rows {
         let (seq, ts, kind, step, data) = row.map_err(fail)?;
         let seq = u64::try_from(seq).unwrap_or(0);
-        let bad = |detail: String| StoreError::BadEvent {
-            run: id.clone(),
-            seq,
-            detail,
-        };
-        let event = Event::from_parts(&kind, &data).map_err(|e| bad(format!("`{kind}`: {e}")))?;
-        let step = step
-            .map(|s| StepName::parse(&s))
-            .transpose()
-            .map_err(|e| bad(e.to_string()))?;
-        out.push(Record {
-            run,
-            seq,
-            ts: Timestamp(u64::try_from(ts).unwrap_or(0)),
-            step,
-            event,
-        });
+        out.push(record(run, seq, ts, &kind, step, data.as_bytes())?);
     }
     Ok(out)
+}
+
+/// One stored event as a `Record`, decoded the same way whichever backend stored it.
+pub(crate) fn record(
+    run: RunId,
+    seq: u64,
+    ts: i64,
+    kind: &str,
+    step: Option<String>,
+    data: &[u8],
+) -> Result<Record, StoreError> {
+    let bad = |detail: String| StoreError::BadEvent {
+        run: run.to_string(),
+        seq,
+        detail,
+    };
+    let data = std::str::from_utf8(data).map_err(|e| bad(format!("`{kind}`: {e}")))?;
+    let event = Event::from_parts(kind, data).map_err(|e| bad(format!("`{kind}`: {e}")))?;
+    let step = step
+        .map(|s| StepName::parse(&s))
+        .transpose()
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(Record {
+        run,
+        seq,
+        ts: Timestamp(u64::try_from(ts).unwrap_or(0)),
+        step,
+        event,
+    })
+}
+
+#[cfg(feature = "scale-out")]
+/// Text from the store for a message: control characters escaped, at most 200 characters.
+pub(crate) fn printable(text: &str) -> String {
+    let head: String = text.chars().take(200).collect();
+    let mut out = cordon_protocol::text::escape_line(&head).into_owned();
+    if text.chars().nth(200).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 fn corrupt(db: &Path, detail: String) -> StoreError {

@@ -1,27 +1,22 @@
-//! `Store`: the SQLite database in the state directory and the lock files beside it.
+//! `Store`: where runs, their append-only events, blobs and setup stamps are kept — the state
+//! directory's SQLite database, or a shared PostgreSQL store (`--store URL`, DESIGN §16). Both
+//! backends keep the same guarantees; callers never see which one they have, except through the
+//! run locks, which are lock files with SQLite and leases with PostgreSQL.
 
-use std::cell::Cell;
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cordon_protocol::event::{BlobId, Timestamp};
-use cordon_protocol::{Event, Record, RunId, SCHEMA_VERSION, StepName};
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use cordon_protocol::{Event, Record, RunId, StepName};
 
 use crate::lock::Lock;
 use crate::rows;
-use crate::schema;
+use crate::sqlite::Sqlite;
 use crate::{StateDir, StoreError};
 
 /// The database's file name inside the state directory.
 pub const DATABASE: &str = "cordon.db";
-
-/// How long a writer waits for another process's transaction (runs of different pipelines may
-/// share a state directory).
-const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One stored run's fixed facts (its progress is in its events).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,226 +31,115 @@ pub struct RunRow {
     pub snapshot: Option<BlobId>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sync {
-    Normal,
-    Full,
+/// The open store.
+pub struct Store {
+    backend: Backend,
+    /// The state directory: this machine's own files (workspace locks, caches), whichever backend
+    /// keeps the runs.
+    dir: PathBuf,
 }
 
-/// The open state directory.
-pub struct Store {
-    conn: Connection,
-    dir: PathBuf,
-    db: PathBuf,
-    sync: Cell<Sync>,
-    /// Held around every write, and shared with the connections [`Store::connect`] makes:
-    /// writers of this process take turns here instead of in SQLite's busy handler, which
-    /// sleeps (up to 100 ms a try) whenever a write lock is taken.
-    writing: Arc<Mutex<()>>,
+enum Backend {
+    Sqlite(Sqlite),
+    #[cfg(feature = "scale-out")]
+    Postgres(Box<crate::pg::Postgres>),
+}
+
+/// The same call on whichever backend this store has.
+macro_rules! each {
+    ($store:expr, $backend:ident => $call:expr) => {
+        match &$store.backend {
+            Backend::Sqlite($backend) => $call,
+            #[cfg(feature = "scale-out")]
+            Backend::Postgres($backend) => $call,
+        }
+    };
 }
 
 impl Store {
-    /// Opens (creating when missing, mode 0700) the state directory and its database, migrates
-    /// the schema, and checks the file's integrity so a damaged database is named at once.
+    /// Opens (creating when missing, mode 0700) the state directory and the store it names: its
+    /// own database, or the PostgreSQL store of [`StateDir::store`]. Either is migrated to this
+    /// build's schema and checked, so a damaged or newer store is named at once.
     pub fn open(dir: &StateDir) -> Result<Store, StoreError> {
         let root = dir.path();
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| StoreError::Io { path, source }
+        for path in [root.to_path_buf(), root.join("locks")] {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&path)
+                .map_err(|source| StoreError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        let backend = match dir.store() {
+            None => Backend::Sqlite(Sqlite::open(root)?),
+            Some(url) => open_shared(url)?,
         };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(root)
-            .map_err(io(root))?;
-        let locks = root.join("locks");
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&locks)
-            .map_err(io(&locks))?;
-        let db = root.join(DATABASE);
-        let fail = |source| classify(&db, source);
-        let mut conn = Connection::open(&db).map_err(fail)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
-        // `quick_check` reads every page: a truncated or overwritten file fails here, with the
-        // file named, rather than in the middle of a run.
-        let check: String = conn
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(fail)?;
-        if check != "ok" {
-            return Err(StoreError::Corrupt {
-                path: db,
-                detail: check,
-            });
-        }
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(fail)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Corrupt {
-                path: db,
-                detail: format!("journal mode `{mode}` instead of WAL"),
-            });
-        }
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(fail)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(fail)?;
-        if version > schema::latest() {
-            return Err(StoreError::TooNew {
-                path: db,
-                found: version,
-                known: schema::latest(),
-            });
-        }
-        schema::migrate(&mut conn, version).map_err(fail)?;
         Ok(Store {
-            conn,
+            backend,
             dir: root.to_path_buf(),
-            db,
-            sync: Cell::new(Sync::Full),
-            writing: Arc::default(),
         })
     }
 
-    /// Another connection to the same database, for a thread of this process (an outcome run's
-    /// parallel task): checked and migrated already by [`Store::open`], so only its settings
-    /// are made.
+    /// Another connection to the same store, for a thread of this process (an outcome run's
+    /// parallel task): checked and migrated already by [`Store::open`].
     pub fn connect(&self) -> Result<Store, StoreError> {
-        let fail = |source| classify(&self.db, source);
-        let conn = Connection::open(&self.db).map_err(fail)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(fail)?;
+        let backend = match &self.backend {
+            Backend::Sqlite(db) => Backend::Sqlite(db.connect()?),
+            #[cfg(feature = "scale-out")]
+            Backend::Postgres(db) => Backend::Postgres(Box::new(db.connect()?)),
+        };
         Ok(Store {
-            conn,
+            backend,
             dir: self.dir.clone(),
-            db: self.db.clone(),
-            sync: Cell::new(Sync::Full),
-            writing: Arc::clone(&self.writing),
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.db
+    /// Where the runs are, for messages: the database file or the store's URL (no password).
+    pub fn shown(&self) -> String {
+        each!(self, db => db.shown())
     }
 
+    /// The state directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    fn fail(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        |source| classify(&self.db, source)
+    /// Whether runs are kept in a store shared between machines (so run locks are leases).
+    pub fn is_shared(&self) -> bool {
+        !matches!(self.backend, Backend::Sqlite(_))
+    }
+
+    /// The socket addresses of a shared store (none for SQLite): no sandbox may reach them.
+    pub fn addresses(&self) -> Vec<std::net::SocketAddr> {
+        match &self.backend {
+            Backend::Sqlite(_) => Vec::new(),
+            #[cfg(feature = "scale-out")]
+            Backend::Postgres(db) => db.addresses(),
+        }
     }
 
     /// Records a new run's fixed facts. Its events follow through [`Store::append`].
     pub fn create_run(&self, row: &RunRow) -> Result<(), StoreError> {
-        let _writing = self.writing();
-        self.set_sync(Sync::Full)?;
-        self.conn
-            .execute(
-                "INSERT INTO runs (id, pipeline, pipeline_file, workspace, started, snapshot, event_schema) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    row.id.to_string(),
-                    row.pipeline,
-                    row.pipeline_file.to_string_lossy(),
-                    row.workspace.to_string_lossy(),
-                    millis_i64(row.started.0),
-                    row.snapshot.map(|b| b.0 as i64),
-                    SCHEMA_VERSION,
-                ],
-            )
-            .map_err(self.fail())?;
-        Ok(())
+        each!(self, db => db.create_run(row))
     }
 
     /// Appends one event as the run's next sequence number and returns it as stored. A boundary
-    /// event ([`Event::is_boundary`]) is durable (`synchronous=FULL`, the WAL fsynced) when this
-    /// returns; other events are committed with `synchronous=NORMAL`. Because the WAL is one
-    /// append-only file replayed as a prefix, the next FULL commit makes every earlier frame
-    /// durable too: a crash can lose only events after the last boundary, i.e. the output of
-    /// the step in flight, which resume re-runs from its start anyway.
+    /// event ([`Event::is_boundary`]) is durable when this returns. With a shared store the
+    /// append is refused once another holder has taken the run's lease (the fencing generation).
     pub fn append(
         &self,
         run: RunId,
         step: Option<&StepName>,
         event: &Event,
     ) -> Result<Record, StoreError> {
-        let _writing = self.writing();
-        self.set_sync(if event.is_boundary() {
-            Sync::Full
-        } else {
-            Sync::Normal
-        })?;
-        let ts = Timestamp(now_millis());
-        let id = run.to_string();
-        // `IMMEDIATE`: the write lock is taken before the last sequence number is read, so two
-        // connections appending to one run (an outcome run's parallel tasks) queue behind each
-        // other instead of reading the same number.
-        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-            .map_err(self.fail())?;
-        let last: i64 = tx
-            .query_row(
-                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?1",
-                [&id],
-                |r| r.get(0),
-            )
-            .map_err(self.fail())?;
-        let seq = last + 1;
-        tx.execute(
-            "INSERT INTO events (run, seq, ts, type, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                id,
-                seq,
-                millis_i64(ts.0),
-                event.kind(),
-                step.map(StepName::as_str),
-                event.data_json()
-            ],
-        )
-        .map_err(self.fail())?;
-        tx.commit().map_err(self.fail())?;
-        Ok(Record {
-            run,
-            seq: u64::try_from(seq).unwrap_or(0),
-            ts,
-            step: step.cloned(),
-            event: event.clone(),
-        })
-    }
-
-    /// This process's turn to write (a poisoned lock is still a turn: it guards no data).
-    fn writing(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.writing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn set_sync(&self, want: Sync) -> Result<(), StoreError> {
-        if self.sync.get() != want {
-            let value = match want {
-                Sync::Normal => "NORMAL",
-                Sync::Full => "FULL",
-            };
-            self.conn
-                .pragma_update(None, "synchronous", value)
-                .map_err(self.fail())?;
-            self.sync.set(want);
-        }
-        Ok(())
+        each!(self, db => db.append(run, step, event))
     }
 
     /// The run's events with a sequence number above `after`, in order.
     pub fn events_after(&self, run: RunId, after: u64) -> Result<Vec<Record>, StoreError> {
-        rows::events(
-            &self.conn,
-            &self.fail(),
-            run,
-            "SELECT seq, ts, type, step, data FROM events WHERE run = ?1 AND seq > ?2 ORDER BY seq",
-            params![run.to_string(), i64::try_from(after).unwrap_or(i64::MAX)],
-        )
+        each!(self, db => db.events_after(run, after))
     }
 
     /// Every event of the run, in order.
@@ -264,12 +148,12 @@ impl Store {
     }
 
     pub fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
-        rows::run(&self.conn, &self.db, &self.fail(), id)
+        each!(self, db => db.run(id))
     }
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
-        rows::runs(&self.conn, &self.db, &self.fail())
+        each!(self, db => db.runs())
     }
 
     /// The run whose id is `text` or starts with it (case-insensitive); exactly one must match.
@@ -284,107 +168,64 @@ impl Store {
 
     /// Stores bytes (a large output, a diff, a snapshot) for the run.
     pub fn put_blob(&self, run: RunId, bytes: &[u8]) -> Result<BlobId, StoreError> {
-        let _writing = self.writing();
-        self.conn
-            .execute(
-                "INSERT INTO blobs (run, bytes) VALUES (?1, ?2)",
-                params![run.to_string(), bytes],
-            )
-            .map_err(self.fail())?;
-        Ok(BlobId(
-            u64::try_from(self.conn.last_insert_rowid()).unwrap_or(0),
-        ))
+        each!(self, db => db.put_blob(run, bytes))
     }
 
     pub fn blob(&self, id: BlobId) -> Result<Option<Vec<u8>>, StoreError> {
-        self.conn
-            .query_row(
-                "SELECT bytes FROM blobs WHERE id = ?1",
-                [i64::try_from(id.0).unwrap_or(-1)],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(self.fail())
+        each!(self, db => db.blob(id))
     }
 
     /// Whether a setup hook with this stamp has succeeded before.
     pub fn has_stamp(&self, stamp: &str) -> Result<bool, StoreError> {
-        self.conn
-            .query_row(
-                "SELECT 1 FROM setup_stamps WHERE stamp = ?1",
-                [stamp],
-                |_| Ok(()),
-            )
-            .optional()
-            .map(|found| found.is_some())
-            .map_err(self.fail())
+        each!(self, db => db.has_stamp(stamp))
     }
 
     /// Records a successful setup hook.
     pub fn put_stamp(&self, stamp: &str) -> Result<(), StoreError> {
-        let _writing = self.writing();
-        self.set_sync(Sync::Full)?;
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO setup_stamps (stamp, created) VALUES (?1, ?2)",
-                params![stamp, millis_i64(now_millis())],
-            )
-            .map_err(self.fail())?;
-        Ok(())
+        each!(self, db => db.put_stamp(stamp))
     }
 
-    fn lock_path(&self, name: &str) -> PathBuf {
-        self.dir.join("locks").join(name)
-    }
-
-    /// Takes `locks/<RUN_ID>` for the life of the returned guard; another holder → `Held`.
+    /// Holds the run for the life of the returned guard: `locks/<RUN_ID>`, or the run's lease in
+    /// a shared store (renewed while held). Another live holder → `Held` / `Leased`.
     pub fn lock_run(&self, run: RunId) -> Result<Lock, StoreError> {
-        let path = self.lock_path(&run.to_string());
-        Lock::try_take(&path)?.ok_or_else(|| StoreError::Held(run.to_string(), path))
+        each!(self, db => db.lock_run(run))
     }
 
-    /// Whether a live process holds the run.
+    /// Whether a live process (of any machine, with a shared store) holds the run.
     pub fn is_held(&self, run: RunId) -> bool {
-        Lock::is_held(&self.lock_path(&run.to_string()))
+        each!(self, db => db.is_held(run))
+    }
+
+    /// Checks, before a host action acts (a commit, a push), that this process still holds the
+    /// run: always so with a lock file; with a lease, refused once it was lost or taken over.
+    pub fn check_held(&self, run: RunId) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(_) => {
+                let _ = run;
+                Ok(())
+            }
+            #[cfg(feature = "scale-out")]
+            Backend::Postgres(db) => db.check_held(run),
+        }
     }
 
     /// Takes the lock of a workspace (one live run per workspace), named by a digest of its
-    /// canonical path; another holder → `None`.
+    /// canonical path; another holder → `None`. A workspace is this machine's, so its lock is
+    /// always a local file, whichever store keeps the runs.
     pub fn lock_workspace(&self, workspace: &Path) -> Result<Option<Lock>, StoreError> {
         use sha2::Digest as _;
         let digest = sha2::Sha256::digest(workspace.as_os_str().as_encoded_bytes());
         let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        Lock::try_take(&self.lock_path(&format!("workspace-{name}")))
+        Lock::try_take(&self.dir.join("locks").join(format!("workspace-{name}")))
     }
 }
 
-/// Damage reported by SQLite becomes `Corrupt` (naming the file); anything else stays a
-/// SQLite error with its source.
-fn classify(db: &Path, source: rusqlite::Error) -> StoreError {
-    if let rusqlite::Error::SqliteFailure(err, ref message) = source
-        && matches!(
-            err.code,
-            ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase
-        )
-    {
-        let detail = message.clone().unwrap_or_else(|| err.to_string());
-        return StoreError::Corrupt {
-            path: db.to_path_buf(),
-            detail,
-        };
-    }
-    StoreError::Sqlite {
-        path: db.to_path_buf(),
-        source,
-    }
+#[cfg(feature = "scale-out")]
+fn open_shared(url: &str) -> Result<Backend, StoreError> {
+    Ok(Backend::Postgres(Box::new(crate::pg::Postgres::open(url)?)))
 }
 
-fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-fn millis_i64(millis: u64) -> i64 {
-    i64::try_from(millis).unwrap_or(i64::MAX)
+#[cfg(not(feature = "scale-out"))]
+fn open_shared(url: &str) -> Result<Backend, StoreError> {
+    Err(StoreError::NoScaleOut(crate::url::shown(url)))
 }

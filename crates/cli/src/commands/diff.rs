@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use cordon_protocol::event::BlobId;
 use cordon_protocol::{Event, Record};
 
-use crate::state_dir::StateDirArg;
+use crate::state_dir::{StateDirArg, StoreArg};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -35,10 +35,12 @@ pub struct Args {
     stat: bool,
     #[command(flatten)]
     state_dir: StateDirArg,
+    #[command(flatten)]
+    store: StoreArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let state_dir = match args.state_dir.resolve() {
+    let state_dir = match args.state_dir.resolve_with(&args.store) {
         Ok(dir) => dir,
         Err(code) => return Ok(code),
     };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cordon_engine::RunState;
 use cordon_protocol::{Event, Record};
 
-use crate::state_dir::StateDirArg;
+use crate::state_dir::{StateDirArg, StoreArg};
 
 /// How often `--follow` looks for new events.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
@@ -35,10 +35,12 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     state_dir: StateDirArg,
+    #[command(flatten)]
+    store: StoreArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let state_dir = match args.state_dir.resolve() {
+    let state_dir = match args.state_dir.resolve_with(&args.store) {
         Ok(dir) => dir,
         Err(code) => return Ok(code),
     };

@@ -56,6 +56,8 @@ pub struct Shared {
     /// ~/.local/state/cordon]
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    store: crate::state_dir::StoreArg,
     /// Print the run's events as JSON lines on stdout
     #[arg(long)]
     json: bool,
@@ -340,7 +342,8 @@ fn image_refusal(pipeline: &Pipeline, args: &Args, workspace: &Path) -> Option<S
     if !uses_images {
         return None;
     }
-    let source = cordon_store::StateDirSource::from_env(args.shared.state_dir.clone());
+    let source = cordon_store::StateDirSource::from_env(args.shared.state_dir.clone())
+        .with_store(args.shared.store.url());
     let state_dir = cordon_store::StateDir::resolve(&source).ok()?;
     let images = cordon_image::Images::at(state_dir.path());
     let paths = crate::operator::load(args.shared.policy.as_deref(), Some(workspace))

@@ -7,7 +7,7 @@ use cordon_engine::RunState;
 use cordon_protocol::Event;
 use cordon_store::Store;
 
-use crate::state_dir::StateDirArg;
+use crate::state_dir::{StateDirArg, StoreArg};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -16,14 +16,16 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     state_dir: StateDirArg,
+    #[command(flatten)]
+    store: StoreArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let state_dir = match args.state_dir.resolve() {
+    let state_dir = match args.state_dir.resolve_with(&args.store) {
         Ok(dir) => dir,
         Err(code) => return Ok(code),
     };
-    if !state_dir.path().join("cordon.db").exists() {
+    if state_dir.store().is_none() && !state_dir.path().join("cordon.db").exists() {
         if !args.json {
             eprintln!("no runs yet in {}", state_dir.path().display());
         }

@@ -15,7 +15,7 @@ use cordon_store::{Reader, RunRow, StateDir, Store};
 use cordon_web::serve::{self, IfBusy};
 use cordon_web::{AppState, Edge, Graph, GraphSource, GraphStep, Token};
 
-use crate::state_dir::StateDirArg;
+use crate::state_dir::{StateDirArg, StoreArg};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -24,10 +24,12 @@ pub struct Args {
     addr: Option<String>,
     #[command(flatten)]
     state_dir: StateDirArg,
+    #[command(flatten)]
+    store: StoreArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let state_dir = match args.state_dir.resolve() {
+    let state_dir = match args.state_dir.resolve_with(&args.store) {
         Ok(dir) => dir,
         Err(code) => return Ok(code),
     };

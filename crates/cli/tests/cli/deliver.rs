@@ -822,6 +822,30 @@ fn git_and_its_helpers_end_with_cordon_whether_it_is_interrupted_terminated_or_k
             Vec::<String>::new(),
             "SIG{signal}: git and its helpers ended with cordon"
         );
+        // The scratch repository goes too: at once when cordon could run its handler, at the
+        // resume after `kill -9` (which leaves it, the control).
+        let id = events(&f)[0]["run"].as_str().expect("a run id").to_owned();
+        let scratch = f.state.join("runs").join(&id).join("delivery");
+        let left = || {
+            ["repo.git", "exec", "home"]
+                .into_iter()
+                .filter(|made| scratch.join(made).exists())
+                .collect::<Vec<_>>()
+        };
+        if signal == "KILL" {
+            assert!(
+                left().contains(&"repo.git"),
+                "kill -9 runs nothing of cordon's"
+            );
+            std::fs::remove_file(forge.root.join("git-drip")).expect("behave");
+            let out = run(&f, &["--resume", &id]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        }
+        assert_eq!(
+            left(),
+            Vec::<&str>::new(),
+            "SIG{signal}: the scratch repository is removed"
+        );
     }
 }
 

@@ -29,6 +29,8 @@ mod run_egress;
 mod run_limits;
 mod run_ui;
 mod runs;
+#[cfg(feature = "scale-out")]
+mod store;
 mod support;
 mod toolchains;
 mod ui;

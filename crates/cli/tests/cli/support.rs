@@ -82,3 +82,10 @@ pub fn run_example(name: &str, tmp: &std::path::Path) -> std::process::Output {
         .output()
         .expect("run.sh")
 }
+
+/// A number no other call in this process gets (names of per-test resources).
+#[allow(dead_code)]
+pub fn unique() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}

@@ -72,10 +72,12 @@ pub struct Remote<'a> {
 }
 
 impl Drop for Remote<'_> {
-    /// The scratch repository and exec path go with the delivery (a hostile remote may have
-    /// made git write into the repository): the next delivery makes them anew.
+    /// The scratch repository, exec path and home go with the delivery (a hostile remote may
+    /// have made git write into the repository): the next delivery makes them anew. (An
+    /// interrupted cordon removes them in its signal handler; after `kill -9` the run's resume
+    /// does, before anything else.)
     fn drop(&mut self) {
-        for made in ["repo.git", "exec"] {
+        for made in ["repo.git", "exec", "home"] {
             let _ = std::fs::remove_dir_all(self.scratch.join(made));
         }
     }

@@ -89,6 +89,8 @@ impl Engine<'_> {
         step: &cordon_protocol::StepName,
         deliver: &Deliver,
     ) -> Result<Verdicts, Failure> {
+        // A holder whose lease was taken over must not push what another machine now owns.
+        self.cx.store.check_held(self.cx.run)?;
         let Some(sha) = self.state.commit.clone() else {
             return Ok((
                 Verdict::Fail,

@@ -35,7 +35,8 @@ fn report(err: &RunError) -> ExitCode {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let source = StateDirSource::from_env(args.shared.state_dir.clone());
+    let source =
+        StateDirSource::from_env(args.shared.state_dir.clone()).with_store(args.shared.store.url());
     let state_dir = match StateDir::resolve(&source) {
         Ok(dir) => dir,
         Err(err) => return Ok(report(&RunError::from(err))),
@@ -141,6 +142,8 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         // and the id can be printed (after the handler is in place, so whoever reads it may
         // signal).
         exit_on_signals(run, state_dir);
+        #[cfg(feature = "scale-out")]
+        cordon_store::on_lease_lost(exit_on_lost_lease);
         eprintln!("run {run}");
         if let Some(url) = &url {
             eprintln!("ui {url}");
@@ -193,6 +196,19 @@ fn serve_page(
         })
 }
 
+/// A holder whose lease renewals the store has not taken for 20 s stops before the lease can
+/// expire (30 s) and another machine resume the run: nothing more can be appended under it, so
+/// the process ends at once, exit 1 (a failure that leaves the run resumable), and the session's
+/// init dies with it (its parent death signal).
+#[cfg(feature = "scale-out")]
+fn exit_on_lost_lease(run: RunId) {
+    eprintln!(
+        "cordon: {}",
+        cordon_store::StoreError::LeaseLost(run.to_string())
+    );
+    std::process::exit(1);
+}
+
 /// SIGINT → 130, SIGTERM → 143, after `run.interrupted{signal}` is appended (through a store
 /// connection of its own, durable: a boundary event). The process exits at once: every event that
 /// matters is already durable, the lock dies with the process, and the session's init dies with
@@ -219,6 +235,15 @@ fn exit_on_signals(run: RunId, state_dir: &StateDir) {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(25));
             }
+            // The run's lease in a shared store is released now, so a resume need not wait it
+            // out (exit skips its destructor).
+            #[cfg(feature = "scale-out")]
+            cordon_store::release_leases();
+            // A push in flight leaves its scratch repository (exit skips its destructor).
+            let _ = std::fs::remove_dir_all(cordon_engine::run::delivery_scratch(
+                state_dir.path(),
+                run,
+            ));
             eprintln!("cordon: interrupted; continue with `cordon run --resume {run}`");
             std::process::exit(128 + signal);
         }

@@ -1,0 +1,330 @@
+//! The SQLite backend: `cordon.db` in the state directory and the lock files beside it.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cordon_protocol::event::{BlobId, Timestamp};
+use cordon_protocol::{Event, Record, RunId, SCHEMA_VERSION, StepName};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+
+use crate::StoreError;
+use crate::lock::Lock;
+use crate::rows;
+use crate::schema;
+use crate::store::{DATABASE, RunRow};
+
+/// How long a writer waits for another process's transaction (runs of different pipelines may
+/// share a state directory).
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sync {
+    Normal,
+    Full,
+}
+
+/// The open SQLite store.
+pub(crate) struct Sqlite {
+    conn: Connection,
+    dir: PathBuf,
+    db: PathBuf,
+    sync: Cell<Sync>,
+    /// Held around every write, and shared with the connections [`Sqlite::connect`] makes:
+    /// writers of this process take turns here instead of in SQLite's busy handler, which
+    /// sleeps (up to 100 ms a try) whenever a write lock is taken.
+    writing: Arc<Mutex<()>>,
+}
+
+impl Sqlite {
+    /// Opens (creating when missing) the database in the state directory `root` (made by
+    /// [`crate::Store::open`]), migrates the schema, and checks the file's integrity so a damaged
+    /// database is named at once.
+    pub(crate) fn open(root: &Path) -> Result<Sqlite, StoreError> {
+        let db = root.join(DATABASE);
+        let fail = |source| classify(&db, source);
+        let mut conn = Connection::open(&db).map_err(fail)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+        // `quick_check` reads every page: a truncated or overwritten file fails here, with the
+        // file named, rather than in the middle of a run.
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(fail)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt {
+                path: db,
+                detail: check,
+            });
+        }
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(fail)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Corrupt {
+                path: db,
+                detail: format!("journal mode `{mode}` instead of WAL"),
+            });
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(fail)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(fail)?;
+        if version > schema::latest() {
+            return Err(StoreError::TooNew {
+                path: db,
+                found: version,
+                known: schema::latest(),
+            });
+        }
+        schema::migrate(&mut conn, version).map_err(fail)?;
+        Ok(Sqlite {
+            conn,
+            dir: root.to_path_buf(),
+            db,
+            sync: Cell::new(Sync::Full),
+            writing: Arc::default(),
+        })
+    }
+
+    /// Another connection to the same database, for a thread of this process (an outcome run's
+    /// parallel task): checked and migrated already by [`Sqlite::open`], so only its settings
+    /// are made.
+    pub(crate) fn connect(&self) -> Result<Sqlite, StoreError> {
+        let fail = |source| classify(&self.db, source);
+        let conn = Connection::open(&self.db).map_err(fail)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(fail)?;
+        Ok(Sqlite {
+            conn,
+            dir: self.dir.clone(),
+            db: self.db.clone(),
+            sync: Cell::new(Sync::Full),
+            writing: Arc::clone(&self.writing),
+        })
+    }
+
+    pub(crate) fn shown(&self) -> String {
+        self.db.display().to_string()
+    }
+
+    fn fail(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| classify(&self.db, source)
+    }
+
+    /// Records a new run's fixed facts. Its events follow through `append`.
+    pub(crate) fn create_run(&self, row: &RunRow) -> Result<(), StoreError> {
+        let _writing = self.writing();
+        self.set_sync(Sync::Full)?;
+        self.conn
+            .execute(
+                "INSERT INTO runs (id, pipeline, pipeline_file, workspace, started, snapshot, event_schema) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    row.id.to_string(),
+                    row.pipeline,
+                    row.pipeline_file.to_string_lossy(),
+                    row.workspace.to_string_lossy(),
+                    millis_i64(row.started.0),
+                    row.snapshot.map(|b| b.0 as i64),
+                    SCHEMA_VERSION,
+                ],
+            )
+            .map_err(self.fail())?;
+        Ok(())
+    }
+
+    /// Appends one event as the run's next sequence number and returns it as stored. A boundary
+    /// event ([`Event::is_boundary`]) is durable (`synchronous=FULL`, the WAL fsynced) when this
+    /// returns; other events are committed with `synchronous=NORMAL`. Because the WAL is one
+    /// append-only file replayed as a prefix, the next FULL commit makes every earlier frame
+    /// durable too: a crash can lose only events after the last boundary, i.e. the output of
+    /// the step in flight, which resume re-runs from its start anyway.
+    pub(crate) fn append(
+        &self,
+        run: RunId,
+        step: Option<&StepName>,
+        event: &Event,
+    ) -> Result<Record, StoreError> {
+        let _writing = self.writing();
+        self.set_sync(if event.is_boundary() {
+            Sync::Full
+        } else {
+            Sync::Normal
+        })?;
+        let ts = Timestamp(now_millis());
+        let id = run.to_string();
+        // `IMMEDIATE`: the write lock is taken before the last sequence number is read, so two
+        // connections appending to one run (an outcome run's parallel tasks) queue behind each
+        // other instead of reading the same number.
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(self.fail())?;
+        let last: i64 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?1",
+                [&id],
+                |r| r.get(0),
+            )
+            .map_err(self.fail())?;
+        let seq = last + 1;
+        tx.execute(
+            "INSERT INTO events (run, seq, ts, type, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                id,
+                seq,
+                millis_i64(ts.0),
+                event.kind(),
+                step.map(StepName::as_str),
+                event.data_json()
+            ],
+        )
+        .map_err(self.fail())?;
+        tx.commit().map_err(self.fail())?;
+        Ok(Record {
+            run,
+            seq: u64::try_from(seq).unwrap_or(0),
+            ts,
+            step: step.cloned(),
+            event: event.clone(),
+        })
+    }
+
+    /// This process's turn to write (a poisoned lock is still a turn: it guards no data).
+    fn writing(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set_sync(&self, want: Sync) -> Result<(), StoreError> {
+        if self.sync.get() != want {
+            let value = match want {
+                Sync::Normal => "NORMAL",
+                Sync::Full => "FULL",
+            };
+            self.conn
+                .pragma_update(None, "synchronous", value)
+                .map_err(self.fail())?;
+            self.sync.set(want);
+        }
+        Ok(())
+    }
+
+    /// The run's events with a sequence number above `after`, in order.
+    pub(crate) fn events_after(&self, run: RunId, after: u64) -> Result<Vec<Record>, StoreError> {
+        rows::events(
+            &self.conn,
+            &self.fail(),
+            run,
+            "SELECT seq, ts, type, step, data FROM events WHERE run = ?1 AND seq > ?2 ORDER BY seq",
+            params![run.to_string(), i64::try_from(after).unwrap_or(i64::MAX)],
+        )
+    }
+
+    pub(crate) fn run(&self, id: RunId) -> Result<Option<RunRow>, StoreError> {
+        rows::run(&self.conn, &self.db, &self.fail(), id)
+    }
+
+    /// Every run, oldest first.
+    pub(crate) fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        rows::runs(&self.conn, &self.db, &self.fail())
+    }
+
+    /// Stores bytes (a large output, a diff, a snapshot) for the run.
+    pub(crate) fn put_blob(&self, run: RunId, bytes: &[u8]) -> Result<BlobId, StoreError> {
+        let _writing = self.writing();
+        self.conn
+            .execute(
+                "INSERT INTO blobs (run, bytes) VALUES (?1, ?2)",
+                params![run.to_string(), bytes],
+            )
+            .map_err(self.fail())?;
+        Ok(BlobId(
+            u64::try_from(self.conn.last_insert_rowid()).unwrap_or(0),
+        ))
+    }
+
+    pub(crate) fn blob(&self, id: BlobId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT bytes FROM blobs WHERE id = ?1",
+                [i64::try_from(id.0).unwrap_or(-1)],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.fail())
+    }
+
+    /// Whether a setup hook with this stamp has succeeded before.
+    pub(crate) fn has_stamp(&self, stamp: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM setup_stamps WHERE stamp = ?1",
+                [stamp],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(self.fail())
+    }
+
+    /// Records a successful setup hook.
+    pub(crate) fn put_stamp(&self, stamp: &str) -> Result<(), StoreError> {
+        let _writing = self.writing();
+        self.set_sync(Sync::Full)?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO setup_stamps (stamp, created) VALUES (?1, ?2)",
+                params![stamp, millis_i64(now_millis())],
+            )
+            .map_err(self.fail())?;
+        Ok(())
+    }
+
+    fn lock_path(&self, name: &str) -> PathBuf {
+        self.dir.join("locks").join(name)
+    }
+
+    /// Takes `locks/<RUN_ID>` for the life of the returned guard; another holder → `Held`.
+    pub(crate) fn lock_run(&self, run: RunId) -> Result<Lock, StoreError> {
+        let path = self.lock_path(&run.to_string());
+        Lock::try_take(&path)?.ok_or_else(|| StoreError::Held(run.to_string(), path))
+    }
+
+    /// Whether a live process holds the run.
+    pub(crate) fn is_held(&self, run: RunId) -> bool {
+        Lock::is_held(&self.lock_path(&run.to_string()))
+    }
+}
+
+/// Damage reported by SQLite becomes `Corrupt` (naming the file); anything else stays a
+/// SQLite error with its source.
+fn classify(db: &Path, source: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(err, ref message) = source
+        && matches!(
+            err.code,
+            ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase
+        )
+    {
+        let detail = message.clone().unwrap_or_else(|| err.to_string());
+        return StoreError::Corrupt {
+            path: db.to_path_buf(),
+            detail,
+        };
+    }
+    StoreError::Sqlite {
+        path: db.to_path_buf(),
+        source,
+    }
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn millis_i64(millis: u64) -> i64 {
+    i64::try_from(millis).unwrap_or(i64::MAX)
+}
