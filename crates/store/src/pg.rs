@@ -13,6 +13,7 @@
 
 mod lease;
 mod schema;
+mod session;
 mod target;
 
 use std::cell::RefCell;
@@ -20,11 +21,11 @@ use std::sync::Arc;
 
 use cordon_protocol::event::{BlobId, Timestamp};
 use cordon_protocol::{Event, Record, RunId, SCHEMA_VERSION, StepName};
-use postgres::Client;
-use postgres::error::SqlState;
+use tokio_postgres::error::SqlState;
 
 pub(crate) use lease::{Lease, held_generation};
 pub use lease::{LeaseTimes, on_lease_lost, release_leases, set_lease_times};
+use session::{Failure, Session as Client};
 use target::Target;
 
 use crate::StoreError;
@@ -77,7 +78,7 @@ impl Postgres {
         self.target.addresses()
     }
 
-    fn fail(&self) -> impl Fn(postgres::Error) -> StoreError + '_ {
+    fn fail(&self) -> impl Fn(Failure) -> StoreError + '_ {
         |err| self.target.error(&err)
     }
 
@@ -135,7 +136,7 @@ impl Postgres {
     }
 
     /// `cordon_append`'s refusals as the errors they mean.
-    fn refused(&self, run: RunId, held: Option<i64>, err: &postgres::Error) -> StoreError {
+    fn refused(&self, run: RunId, held: Option<i64>, err: &Failure) -> StoreError {
         let Some(db) = err.as_db_error() else {
             return self.target.error(err);
         };
@@ -351,7 +352,7 @@ fn run(client: &mut Client, target: &Target, id: RunId) -> Result<Option<RunRow>
         .transpose()
 }
 
-fn run_row(target: &Target, row: &postgres::Row) -> Result<RunRow, StoreError> {
+fn run_row(target: &Target, row: &tokio_postgres::Row) -> Result<RunRow, StoreError> {
     let id: String = row.get(0);
     let id = RunId::parse(&id).map_err(|err| StoreError::Postgres {
         store: target.shown.clone(),

@@ -66,6 +66,10 @@ impl StateDir {
             .clone()
             .filter(|s| !s.is_empty())
             .or_else(|| set(&source.cordon_store).map(|s| s.to_string_lossy().into_owned()));
+        // Refused before anything connects: not a postgres:// URL, or one carrying a password.
+        if let Some(url) = &store {
+            crate::url::check(url)?;
+        }
         if !path.is_absolute() {
             // A relative --state-dir is taken from the current directory, like any path flag.
             if source.flag.is_some() {

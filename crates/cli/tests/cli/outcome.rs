@@ -46,7 +46,7 @@ fn copy(from: &Path, to: &Path) {
     }
 }
 
-fn cordon(ws: &Path, state: &Path, args: &[&str]) -> Command {
+pub(crate) fn cordon(ws: &Path, state: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(cordon_bin());
     cmd.args(args)
         .arg("--state-dir")
@@ -359,7 +359,7 @@ outcome:
 
 /// The repository of [`PARALLEL`] with its transcript, committed; (tempdir, workspace, state,
 /// the first commit).
-fn parallel_workspace() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
+pub(crate) fn parallel_workspace() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(ws.join("agents")).expect("mkdir");

@@ -209,6 +209,25 @@ fn a_store_url_with_a_password_is_refused_before_anything_runs() {
     );
     assert!(!text.contains("hunter2"), "{text}");
     assert!(!f.ws.join("built.txt").exists(), "nothing ran");
+    // A password holding `/`, `?` or `#`, and `cordon runs` through the environment: the same.
+    for url in [
+        "postgres://u:hunter2/x@127.0.0.1:1/db",
+        "postgres://u:hun?ter2@127.0.0.1:1/db",
+    ] {
+        let out = crate::support::cordon()
+            .args(["runs", "--state-dir"])
+            .arg(&f.state)
+            .env("CORDON_STORE", url)
+            .output()
+            .expect("cordon runs");
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", stderr(&out));
+        let text = stderr(&out);
+        assert!(text.contains("carries a password"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains(":hun"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -347,4 +366,41 @@ steps:
     std::fs::write(f.ws.join("go"), "").expect("go");
     let out = f.run(&["--resume", &id, "--no-ui", "--store", &pg.url]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_parallel_outcome_run_appends_from_every_task_under_its_one_lease() {
+    let Some(mut pg) = Pg::new() else { return };
+    let (_dir, ws, state, head) = crate::outcome::parallel_workspace();
+    let out = crate::outcome::cordon(
+        &ws,
+        &state,
+        &["do", "Write two files.", "--no-ui", "--store", &pg.url],
+    )
+    .output()
+    .expect("cordon do");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = crate::run::git(
+        &ws,
+        &["log", "--format=%s", &format!("{}..HEAD", head.trim())],
+    );
+    assert_eq!(log.lines().count(), 2, "one commit per task: {log}");
+    let runs = pg.rows("SELECT id FROM runs");
+    assert_eq!(runs.len(), 1);
+    let id = &runs[0];
+    // Both tasks' threads appended on connections of their own, under the run's one lease.
+    let seqs = pg.rows(&format!(
+        "SELECT seq FROM events WHERE run = '{id}' ORDER BY seq"
+    ));
+    let contiguous: Vec<String> = (1..=seqs.len()).map(|n| n.to_string()).collect();
+    assert_eq!(seqs, contiguous);
+    let tasks = pg.rows(&format!(
+        "SELECT DISTINCT convert_from(data, 'UTF8')::json->>'task' FROM events \
+         WHERE run = '{id}' AND type = 'task.state' ORDER BY 1"
+    ));
+    assert_eq!(tasks, ["t1", "t2"]);
+    let lease = pg.rows(&format!(
+        "SELECT generation::text || ' ' || (expires <= now())::text FROM leases WHERE run = '{id}'"
+    ));
+    assert_eq!(lease, ["1 true"], "one generation, released at the end");
 }

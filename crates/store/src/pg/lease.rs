@@ -20,8 +20,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cordon_protocol::RunId;
-use postgres::Client;
 
+use super::session::Session as Client;
 use super::target::Target;
 use crate::StoreError;
 
@@ -105,12 +105,17 @@ pub(crate) fn held_generation(target: &Target, run: RunId) -> Result<Option<i64>
 /// connect timeout): for a process about to exit without running destructors (an interrupt), so
 /// `cordon run --resume` need not wait out the lease.
 pub fn release_leases() {
+    // Marked lost first: the renewers stop, no append goes out under them, and a renewal racing
+    // with the release finds the lease expired (`RENEW` renews only a live one).
     let holdings: Vec<(RunId, i64, Arc<Target>)> = held()
         .iter()
-        .map(|((_, run), h)| (*run, h.generation, Arc::clone(&h.target)))
+        .map(|((_, run), h)| {
+            h.lost.store(true, Ordering::SeqCst);
+            (*run, h.generation, Arc::clone(&h.target))
+        })
         .collect();
     for (run, generation, target) in holdings {
-        if let Ok(mut client) = target.connect() {
+        if let Ok(mut client) = target.connect_within(Duration::from_secs(2)) {
             let _ = client.execute(RELEASE, &[&run.to_string(), &generation]);
         }
     }
@@ -137,8 +142,10 @@ const TAKE: &str = "INSERT INTO leases (run, holder, generation, expires) \
          generation = leases.generation + 1, expires = EXCLUDED.expires \
      WHERE leases.expires <= now() \
      RETURNING generation";
+// A lease that has expired is not renewed, even when nobody has taken it yet: its holder was
+// frozen past the expiry (or released it), and another machine may be about to take it.
 const RENEW: &str = "UPDATE leases SET expires = now() + make_interval(secs => $3) \
-     WHERE run = $1 AND generation = $2";
+     WHERE run = $1 AND generation = $2 AND expires > now()";
 const RELEASE: &str = "UPDATE leases SET expires = now() WHERE run = $1 AND generation = $2";
 
 impl Lease {
@@ -160,6 +167,9 @@ impl Lease {
         let generation: i64 = row.get(0);
         let lost = Arc::new(AtomicBool::new(false));
         let key = (target.key.clone(), run);
+        let release = |client: &mut Client| {
+            let _ = client.execute(RELEASE, &[&id, &generation]);
+        };
         held().insert(
             key.clone(),
             Holding {
@@ -172,11 +182,18 @@ impl Lease {
         let target = Arc::clone(target);
         let renewer = std::thread::Builder::new()
             .name(format!("lease-{id}"))
-            .spawn(move || renew(&target, run, generation, times, &stopped, &lost))
-            .map_err(|source| StoreError::Io {
-                path: "lease renewal thread".into(),
-                source,
-            })?;
+            .spawn(move || renew(&target, run, generation, times, &stopped, &lost));
+        let renewer = match renewer {
+            Ok(renewer) => renewer,
+            Err(source) => {
+                held().remove(&key);
+                release(client);
+                return Err(StoreError::Io {
+                    path: "lease renewal thread".into(),
+                    source,
+                });
+            }
+        };
         Ok(Some(Lease {
             key,
             run,
@@ -220,6 +237,9 @@ fn renew(
 ) {
     let id = run.to_string();
     let expiry = times.expiry.as_secs_f64();
+    // Each attempt (connecting, then renewing) is bounded so that the last one, started before
+    // `give_up`, ends before the lease can expire.
+    let limit = (times.expiry.saturating_sub(times.give_up) / 2).min(Duration::from_secs(3));
     let mut client: Option<Client> = None;
     let mut renewed = Instant::now();
     loop {
@@ -227,9 +247,14 @@ fn renew(
             .renew_every
             .min(times.give_up.saturating_sub(renewed.elapsed()));
         match stopped.recv_timeout(wait) {
+            // Released by `release_leases` (the process is exiting).
+            Err(RecvTimeoutError::Timeout) if lost.load(Ordering::SeqCst) => return,
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => {
-                let client = client.take().or_else(|| target.connect().ok());
+                let client = client
+                    .take()
+                    .filter(|c| !c.is_closed())
+                    .or_else(|| target.connect_within(limit).ok());
                 if let Some(mut client) = client {
                     let _ = client.execute(RELEASE, &[&id, &generation]);
                 }
@@ -237,7 +262,7 @@ fn renew(
             }
         }
         if client.as_ref().is_none_or(Client::is_closed) {
-            client = target.connect().ok();
+            client = target.connect_within(limit).ok();
         }
         let outcome = client
             .as_mut()
@@ -257,7 +282,10 @@ fn renew(
 }
 
 fn lose(run: RunId, lost: &AtomicBool) {
-    lost.store(true, Ordering::SeqCst);
+    // Already marked: released on the way out, not lost; the process is ending as it chose.
+    if lost.swap(true, Ordering::SeqCst) {
+        return;
+    }
     if let Some(hook) = LOST_HOOK.get() {
         hook(run);
     }

@@ -5,8 +5,7 @@
 //! transaction first takes an advisory lock, so two machines opening a fresh store at once take
 //! turns; a store with a higher version than this build knows is refused, never downgraded.
 
-use postgres::Client;
-
+use super::session::{Failure, Session};
 use super::target::Target;
 use crate::StoreError;
 
@@ -110,11 +109,13 @@ pub(crate) fn latest() -> i64 {
 }
 
 /// Brings the store to [`latest`], refusing a newer one.
-pub(crate) fn migrate(client: &mut Client, target: &Target) -> Result<(), StoreError> {
-    let fail = |err: postgres::Error| target.error(&err);
-    let mut tx = client.transaction().map_err(fail)?;
+pub(crate) fn migrate(session: &mut Session, target: &Target) -> Result<(), StoreError> {
+    let fail = |err: Failure| target.error(&err);
+    // One transaction on this session; an error or a missed deadline ends the session (it is
+    // dropped), and with it the transaction, so nothing half-migrated is committed.
+    let tx = session;
     tx.batch_execute(&format!(
-        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); \
+        "BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); \
          CREATE TABLE IF NOT EXISTS cordon_schema (version bigint NOT NULL)"
     ))
     .map_err(fail)?;
@@ -131,6 +132,7 @@ pub(crate) fn migrate(client: &mut Client, target: &Target) -> Result<(), StoreE
         }
     };
     if current > latest() {
+        tx.batch_execute("ROLLBACK").map_err(fail)?;
         return Err(StoreError::StoreTooNew {
             store: target.shown.clone(),
             found: current,
@@ -145,5 +147,5 @@ pub(crate) fn migrate(client: &mut Client, target: &Target) -> Result<(), StoreE
     }
     tx.execute("UPDATE cordon_schema SET version = $1", &[&latest()])
         .map_err(fail)?;
-    tx.commit().map_err(fail)
+    tx.batch_execute("COMMIT").map_err(fail)
 }

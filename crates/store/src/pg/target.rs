@@ -3,17 +3,22 @@
 //! process list), and timeouts that bound every wait on the network.
 
 use std::io::Read as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use postgres::{Client, Config, NoTls};
+use tokio_postgres::Config;
+
+use super::session::{Failure, Session};
 
 use crate::StoreError;
 
-/// How long a connection attempt, and unacknowledged data on an open connection, may wait: a
-/// partitioned worker finds out within this, so its lease renewal can give up in time.
+/// How long the TCP handshake, and unacknowledged data on an open connection, may wait.
 const NETWORK_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long one call — connecting and authenticating, or one statement and its answer — may
+/// wait for the store before it fails, naming the store.
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// Longest password file read (a password, not a document).
 const MAX_PASSWORD: u64 = 4096;
 
@@ -32,12 +37,7 @@ impl Target {
     /// `$CORDON_STORE_PASSWORD_FILE` names, else `$PGPASSWORD`.
     pub(crate) fn parse(url: &str) -> Result<Target, StoreError> {
         let shown = crate::url::shown(url);
-        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err(StoreError::StoreUrl {
-                url: shown,
-                detail: "only postgres:// URLs name a shared store".to_owned(),
-            });
-        }
+        crate::url::check(url)?;
         let mut config = Config::from_str(url).map_err(|err| StoreError::StoreUrl {
             url: shown.clone(),
             detail: err.to_string(),
@@ -71,15 +71,25 @@ impl Target {
         self
     }
 
-    /// A new session. No TLS: the store is reached on loopback or a private network (say so in
-    /// `docs/scale-out.md`); a URL asking for `sslmode=require` fails here with the server named.
-    pub(crate) fn connect(&self) -> Result<Client, StoreError> {
-        self.config.connect(NoTls).map_err(|err| self.error(&err))
+    /// A new session whose calls each wait at most [`CALL_TIMEOUT`]. No TLS: the store is
+    /// reached on loopback or a private network (`docs/scale-out.md`); a URL asking for
+    /// `sslmode=require` fails here with the server named.
+    pub(crate) fn connect(&self) -> Result<Session, StoreError> {
+        self.connect_within(CALL_TIMEOUT)
+            .map_err(|err| self.error(&err))
     }
 
-    /// The socket addresses the store is reached at (its TCP hosts resolved now, each on its
-    /// port): the egress proxy refuses them to every sandbox, whatever `allow_private` says.
-    pub(crate) fn addresses(&self) -> Vec<std::net::SocketAddr> {
+    /// A new session whose calls each wait at most `limit`.
+    pub(crate) fn connect_within(&self, limit: Duration) -> Result<Session, Failure> {
+        Session::connect(&self.config, limit)
+    }
+
+    /// The socket addresses the store is reached at, each on its port: its TCP hosts resolved
+    /// now; and when the server is on this machine (a unix socket, a loopback address or one of
+    /// the machine's own), loopback and every address of the machine on that port too — a local
+    /// server usually listens on several. The egress proxy refuses them all to every sandbox,
+    /// whatever `allow_private` says.
+    pub(crate) fn addresses(&self) -> Vec<SocketAddr> {
         use std::net::ToSocketAddrs as _;
         let ports = self.config.get_ports();
         let port = |i: usize| {
@@ -89,30 +99,46 @@ impl Target {
                 .copied()
                 .unwrap_or(5432)
         };
+        let own = own_addresses();
         let mut out = Vec::new();
+        let mut local_ports = Vec::new();
         for (i, host) in self.config.get_hosts().iter().enumerate() {
-            if let postgres::config::Host::Tcp(name) = host
-                && let Ok(found) = (name.as_str(), port(i)).to_socket_addrs()
-            {
-                out.extend(found.take(16));
-            }
+            let found: Vec<SocketAddr> = match host {
+                tokio_postgres::config::Host::Tcp(name) => (name.as_str(), port(i))
+                    .to_socket_addrs()
+                    .map(|found| found.take(16).collect())
+                    .unwrap_or_default(),
+                tokio_postgres::config::Host::Unix(_) => {
+                    local_ports.push(port(i));
+                    Vec::new()
+                }
+            };
+            out.extend(found);
         }
         for (i, ip) in self.config.get_hostaddrs().iter().enumerate() {
-            out.push(std::net::SocketAddr::new(*ip, port(i)));
+            out.push(SocketAddr::new(*ip, port(i)));
+        }
+        for addr in &out {
+            if addr.ip().is_loopback() || own.contains(&addr.ip()) {
+                local_ports.push(addr.port());
+            }
+        }
+        local_ports.sort_unstable();
+        local_ports.dedup();
+        for port in local_ports {
+            out.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+            out.push(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port));
+            out.extend(own.iter().map(|ip| SocketAddr::new(*ip, port)));
         }
         out
     }
 
-    /// A client error as a `StoreError` naming the store; the server's own message when it sent
+    /// A failed call as a `StoreError` naming the store; the server's own message when it sent
     /// one (a refused password, a missing database), escaped for the terminal.
-    pub(crate) fn error(&self, err: &postgres::Error) -> StoreError {
-        let detail = match err.as_db_error() {
-            Some(db) => format!("{} ({})", db.message(), db.code().code()),
-            None => err.to_string(),
-        };
+    pub(crate) fn error(&self, err: &Failure) -> StoreError {
         StoreError::Postgres {
             store: self.shown.clone(),
-            detail: crate::rows::printable(&detail),
+            detail: crate::rows::printable(&err.to_string()),
         }
     }
 }
@@ -148,4 +174,100 @@ fn password() -> Result<Option<Vec<u8>>, StoreError> {
     Ok(std::env::var_os("PGPASSWORD")
         .filter(|p| !p.is_empty())
         .map(|p| p.into_encoded_bytes()))
+}
+
+/// Longest kernel table read for this machine's addresses.
+const MAX_TABLE: u64 = 1 << 20;
+
+/// This machine's own addresses: the kernel's local IPv4 routes and its IPv6 interface
+/// addresses (host files, read with a bound; an unreadable one gives none).
+fn own_addresses() -> Vec<IpAddr> {
+    let read = |path: &str| {
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_TABLE).read_to_string(&mut text))
+            .map(|_| text)
+            .unwrap_or_default()
+    };
+    let mut own = local_ipv4(&read("/proc/net/fib_trie"));
+    own.extend(local_ipv6(&read("/proc/net/if_inet6")));
+    own.sort_unstable();
+    own.dedup();
+    own
+}
+
+/// The addresses `/proc/net/fib_trie` marks `/32 host LOCAL` (each follows its `|-- ADDRESS`).
+fn local_ipv4(trie: &str) -> Vec<IpAddr> {
+    let mut last = None;
+    let mut out = Vec::new();
+    for line in trie.lines() {
+        let line = line.trim();
+        if let Some(addr) = line.strip_prefix("|-- ") {
+            last = addr.parse::<Ipv4Addr>().ok();
+        } else if line.starts_with("/32 host LOCAL")
+            && let Some(addr) = last.take()
+        {
+            out.push(IpAddr::V4(addr));
+        }
+    }
+    out
+}
+
+/// The addresses of `/proc/net/if_inet6` (32 hex digits first on each line).
+fn local_ipv6(table: &str) -> Vec<IpAddr> {
+    table
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter_map(|hex| {
+            u128::from_str_radix(hex, 16)
+                .ok()
+                .filter(|_| hex.len() == 32)
+        })
+        .map(|bits| IpAddr::V6(Ipv6Addr::from(bits)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_on_this_machine_is_refused_on_loopback_and_its_own_addresses_too() {
+        let has = |url: &str, addr: &str| {
+            let target = Target::parse(url).expect("parse");
+            target
+                .addresses()
+                .contains(&addr.parse::<SocketAddr>().expect("addr"))
+        };
+        // A unix socket: the same server's TCP port on loopback.
+        let unix = "postgres://cordon@%2Ftmp%2Fpg:55432/db";
+        assert!(has(unix, "127.0.0.1:55432") && has(unix, "[::1]:55432"));
+        // A loopback address: the other family too, and every address of this machine.
+        let tcp = "postgres://cordon@127.0.0.1:55432/db";
+        assert!(has(tcp, "[::1]:55432"));
+        for own in own_addresses() {
+            assert!(has(tcp, &SocketAddr::new(own, 55432).to_string()), "{own}");
+        }
+        // A remote one: only its own addresses (control).
+        let remote = "postgres://cordon@192.0.2.77:5432/db";
+        assert!(has(remote, "192.0.2.77:5432") && !has(remote, "127.0.0.1:5432"));
+    }
+
+    #[test]
+    fn this_machines_addresses_are_read_from_the_kernels_tables() {
+        let trie = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n           |-- 127.0.0.1\n              /32 host LOCAL\n           |-- 192.0.2.255\n              /32 link BROADCAST\n           |-- 192.0.2.2\n              /32 host LOCAL\nLocal:\n           |-- 192.0.2.2\n              /32 host LOCAL\n";
+        assert_eq!(
+            local_ipv4(trie),
+            ["127.0.0.1", "192.0.2.2", "192.0.2.2"]
+                .map(|a| a.parse::<IpAddr>().expect("ip"))
+                .to_vec()
+        );
+        let inet6 = "00000000000000000000000000000001 01 80 10 80       lo\nfe800000000000000000000000000002 02 40 20 80     eth0\nnot-hex 01\n";
+        assert_eq!(
+            local_ipv6(inet6),
+            ["::1", "fe80::2"]
+                .map(|a| a.parse::<IpAddr>().expect("ip"))
+                .to_vec()
+        );
+    }
 }

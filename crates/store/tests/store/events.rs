@@ -28,12 +28,7 @@ fn two_connections_appending_to_one_run_at_once_keep_its_sequence_contiguous() {
                 });
             }
         });
-        let seqs: Vec<u64> = store
-            .events(id)
-            .expect("events")
-            .iter()
-            .map(|r| r.seq)
-            .collect();
+        let seqs = crate::seqs(store, id);
         assert_eq!(seqs, (1..=200).collect::<Vec<u64>>());
     });
 }
@@ -58,12 +53,7 @@ fn sequences_are_contiguous_per_run_from_one() {
                 },
             )
             .expect("append b");
-        let seqs: Vec<u64> = store
-            .events(a)
-            .expect("events")
-            .iter()
-            .map(|r| r.seq)
-            .collect();
+        let seqs = crate::seqs(store, a);
         assert_eq!(seqs, [1, 2, 3]);
         assert_eq!(store.events(b).expect("events")[0].seq, 1);
         assert_eq!(store.events_after(a, 2).expect("after").len(), 1);

@@ -66,6 +66,16 @@ pub fn each_store(test: impl Fn(&Fixture)) {
     }
 }
 
+/// The sequence numbers of `run`'s stored events, in order.
+pub fn seqs(store: &Store, run: RunId) -> Vec<u64> {
+    store
+        .events(run)
+        .expect("events")
+        .iter()
+        .map(|r| r.seq)
+        .collect()
+}
+
 /// A run row for `id`.
 pub fn run(store: &Store, id: u128) -> RunId {
     let id = RunId::from_u128(id);
