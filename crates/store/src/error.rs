@@ -79,7 +79,8 @@ pub enum StoreError {
     LeaseLost(String),
     #[error(
         "cannot use the store `{store}`: {detail}; check that the server is running and \
-         reachable, and that $CORDON_STORE_PASSWORD_FILE or $PGPASSWORD holds the password"
+         reachable (and, when it refused the login, that $CORDON_STORE_PASSWORD_FILE or \
+         $PGPASSWORD holds the password)"
     )]
     Postgres { store: String, detail: String },
     #[error(

@@ -479,7 +479,13 @@ fn an_unreachable_store_is_named_within_its_connect_timeout() {
         )),
         "{err}"
     );
-    assert!(err.ends_with("check that the server is running and reachable, and that $CORDON_STORE_PASSWORD_FILE or $PGPASSWORD holds the password"), "{err}");
+    assert!(
+        err.ends_with(
+            "check that the server is running and reachable (and, when it refused the login, \
+             that $CORDON_STORE_PASSWORD_FILE or $PGPASSWORD holds the password)"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
