@@ -14,7 +14,8 @@ fi
 cd "$here"
 npm ci --no-audit --no-fund --loglevel=error
 cd "$root"
-cargo build -p cordon-cli --bin cordon
-cargo build -p cordon-web --example drive_run
+# With the features the suites were built with (`.ci/run` exports them), so nothing is rebuilt.
+cargo build -p cordon-cli --bin cordon -p cordon-web --example drive_run \
+    ${CORDON_TEST_FEATURES:+--features "$CORDON_TEST_FEATURES"}
 cd "$here"
 exec node run-page.test.mjs
