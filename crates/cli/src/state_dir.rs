@@ -60,10 +60,7 @@ pub fn resolve_with_store(flag: Option<PathBuf>, store: &StoreArg) -> Result<Sta
 /// `~/.local/state/cordon`. When none can be used, the reason is printed and the exit status is
 /// the usage error's (2).
 pub fn resolve(flag: Option<PathBuf>) -> Result<StateDir, ExitCode> {
-    StateDir::resolve(&StateDirSource::from_env(flag)).map_err(|err| {
-        eprintln!("cordon: {err}");
-        ExitCode::from(2)
-    })
+    resolve_with_store(flag, &StoreArg::default())
 }
 
 /// The store and the run `run` names (an id or a unique prefix; `None`: the most recent), for
@@ -73,7 +70,7 @@ pub fn stored_run(
     state_dir: &StateDir,
     run: Option<&str>,
 ) -> anyhow::Result<Result<(Store, RunId), String>> {
-    if state_dir.store().is_none() && !state_dir.path().join("cordon.db").exists() {
+    if !state_dir.has_runs_stored() {
         return Ok(Err(format!(
             "there are no runs in {} yet; start one with `cordon run PIPELINE`",
             state_dir.path().display()

@@ -595,16 +595,17 @@ fn outcome_of(
 
 /// The run's private directory in the state dir (the git baseline).
 fn scratch_dir(store: &Store, run: RunId) -> PathBuf {
-    store.dir().join("runs").join(run.to_string())
+    run_dir(store.dir(), run)
+}
+
+fn run_dir(state_dir: &Path, run: RunId) -> PathBuf {
+    state_dir.join("runs").join(run.to_string())
 }
 
 /// Where a run's delivery keeps its scratch repository while it pushes (removed when the push
 /// ends, by the signal handler of an interrupted cordon, and at resume after a `kill -9`).
 pub fn delivery_scratch(state_dir: &Path, run: RunId) -> PathBuf {
-    state_dir
-        .join("runs")
-        .join(run.to_string())
-        .join("delivery")
+    run_dir(state_dir, run).join("delivery")
 }
 
 /// Checks everything a run needs and takes its locks, creating nothing.

@@ -104,7 +104,9 @@ pub enum StoreError {
     )]
     PasswordInUrl(String),
     #[error(
-        "cannot read the store's password file `{path}` named by $CORDON_STORE_PASSWORD_FILE: {detail}"
+        "cannot use the store's password file `{path}` named by $CORDON_STORE_PASSWORD_FILE \
+         ({detail}); write the password on its first line, in a regular file this user can read, \
+         or unset $CORDON_STORE_PASSWORD_FILE"
     )]
     PasswordFile { path: PathBuf, detail: String },
     #[error(

@@ -106,6 +106,12 @@ impl StateDir {
         self.store.as_deref()
     }
 
+    /// Whether there is a store to read runs from: a shared one, or this directory's database
+    /// (a state directory never used has none, and reading it should not create one).
+    pub fn has_runs_stored(&self) -> bool {
+        self.store.is_some() || self.path.join(crate::store::DATABASE).exists()
+    }
+
     /// Where runs are kept, for messages: the store's URL or the state directory.
     pub fn shown(&self) -> String {
         match &self.store {

@@ -229,3 +229,22 @@ fn open_shared(url: &str) -> Result<Backend, StoreError> {
 fn open_shared(url: &str) -> Result<Backend, StoreError> {
     Err(StoreError::NoScaleOut(crate::url::shown(url)))
 }
+
+#[cfg(all(test, not(feature = "scale-out")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_store_in_a_build_without_it_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = StateDir::new(dir.path().join("state"))
+            .with_store(Some("postgres://cordon@db.test/runs?options=x".to_owned()));
+        let want = "the store `postgres://cordon@db.test/runs` is a PostgreSQL store, and this \
+                    cordon was built without it; build cordon with `--features scale-out`, or \
+                    unset --store and $CORDON_STORE to keep runs in the state directory";
+        let store = Store::open(&state).err().map(|e| e.to_string());
+        assert_eq!(store.as_deref(), Some(want));
+        let reader = crate::Reader::open(&state).err().map(|e| e.to_string());
+        assert_eq!(reader.as_deref(), Some(want));
+    }
+}

@@ -40,18 +40,14 @@ pub(crate) fn shown(url: &str) -> String {
 /// Refuses, before anything is connected to, a store URL that is not `postgres://` or that
 /// carries a password (in its user information or as a `password` parameter).
 pub(crate) fn check(url: &str) -> Result<(), StoreError> {
-    let Some((scheme, userinfo, rest)) = split(url) else {
+    let Some((_, userinfo, rest)) =
+        split(url).filter(|(scheme, ..)| matches!(*scheme, "postgres" | "postgresql"))
+    else {
         return Err(StoreError::StoreUrl {
             url: shown(url),
             detail: "only postgres:// URLs name a shared store".to_owned(),
         });
     };
-    if !matches!(scheme, "postgres" | "postgresql") {
-        return Err(StoreError::StoreUrl {
-            url: shown(url),
-            detail: "only postgres:// URLs name a shared store".to_owned(),
-        });
-    }
     let query = rest.split_once('?').map_or("", |(_, q)| q);
     let password_parameter = query.split('&').any(|pair| {
         pair.split('=')

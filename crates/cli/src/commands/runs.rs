@@ -25,7 +25,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(dir) => dir,
         Err(code) => return Ok(code),
     };
-    if state_dir.store().is_none() && !state_dir.path().join("cordon.db").exists() {
+    if !state_dir.has_runs_stored() {
         if !args.json {
             eprintln!("no runs yet in {}", state_dir.path().display());
         }

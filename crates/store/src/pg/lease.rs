@@ -293,13 +293,13 @@ fn lose(run: RunId, lost: &AtomicBool) {
 
 /// Who holds a lease, as other machines see it: host name and process id.
 fn holder() -> String {
-    let host = std::fs::read("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|bytes| {
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(64)]).into_owned();
-            text.trim().to_owned()
-        })
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
+    use std::io::Read as _;
+    let mut host = String::new();
+    let _ = std::fs::File::open("/proc/sys/kernel/hostname")
+        .and_then(|file| file.take(64).read_to_string(&mut host));
+    let host = match host.trim() {
+        "" => "unknown-host",
+        name => name,
+    };
     format!("cordon pid {} on {host}", std::process::id())
 }

@@ -146,34 +146,48 @@ impl Target {
 /// The password: the file `$CORDON_STORE_PASSWORD_FILE` names (its first line), else
 /// `$PGPASSWORD`, else none (the server may trust the connection).
 fn password() -> Result<Option<Vec<u8>>, StoreError> {
-    if let Some(path) = std::env::var_os("CORDON_STORE_PASSWORD_FILE").filter(|p| !p.is_empty()) {
-        let path = PathBuf::from(path);
-        let bad = |detail: String| StoreError::PasswordFile {
-            path: path.clone(),
-            detail,
-        };
-        let file = std::fs::File::open(&path).map_err(|err| bad(err.to_string()))?;
-        let mut bytes = Vec::new();
-        file.take(MAX_PASSWORD + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|err| bad(err.to_string()))?;
-        if bytes.len() as u64 > MAX_PASSWORD {
-            return Err(bad(format!(
-                "it is longer than {MAX_PASSWORD} bytes; it must hold only the password"
-            )));
-        }
-        let line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
-            return Err(bad(
-                "its first line is empty; write the password on it".to_owned()
-            ));
-        }
-        return Ok(Some(line.to_vec()));
+    password_from(
+        std::env::var_os("CORDON_STORE_PASSWORD_FILE"),
+        std::env::var_os("PGPASSWORD"),
+    )
+}
+
+/// [`password`] from the two variables' values (empty counts as unset).
+fn password_from(
+    file: Option<std::ffi::OsString>,
+    variable: Option<std::ffi::OsString>,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let Some(path) = file.filter(|p| !p.is_empty()).map(PathBuf::from) else {
+        return Ok(variable
+            .filter(|p| !p.is_empty())
+            .map(std::ffi::OsString::into_encoded_bytes));
+    };
+    let bad = |detail: String| StoreError::PasswordFile {
+        path: path.clone(),
+        detail,
+    };
+    // A regular file only: a FIFO there would block the open, a directory has no first line.
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Err(bad("it is not a regular file".to_owned())),
+        Err(err) => return Err(bad(err.to_string())),
     }
-    Ok(std::env::var_os("PGPASSWORD")
-        .filter(|p| !p.is_empty())
-        .map(|p| p.into_encoded_bytes()))
+    let file = std::fs::File::open(&path).map_err(|err| bad(err.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PASSWORD + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| bad(err.to_string()))?;
+    if bytes.len() as u64 > MAX_PASSWORD {
+        return Err(bad(format!(
+            "it is longer than {MAX_PASSWORD} bytes, and it must hold only the password"
+        )));
+    }
+    let line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.is_empty() {
+        return Err(bad("its first line is empty".to_owned()));
+    }
+    Ok(Some(line.to_vec()))
 }
 
 /// Longest kernel table read for this machine's addresses.
@@ -251,6 +265,54 @@ mod tests {
         // A remote one: only its own addresses (control).
         let remote = "postgres://cordon@192.0.2.77:5432/db";
         assert!(has(remote, "192.0.2.77:5432") && !has(remote, "127.0.0.1:5432"));
+    }
+
+    #[test]
+    fn the_password_is_the_first_line_of_its_file_else_pgpassword() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).expect("write");
+            Some(path.into_os_string())
+        };
+        let env = |text: &str| Some(std::ffi::OsString::from(text));
+        let got = |file, variable| {
+            password_from(file, variable)
+                .map(|p| p.map(|p| String::from_utf8_lossy(&p).into_owned()))
+                .map_err(|e| e.to_string())
+        };
+        let some = |text: &str| Ok(Some(text.to_owned()));
+        assert_eq!(
+            got(file("a", b"s3cret\r\nignored\n"), env("other")),
+            some("s3cret")
+        );
+        assert_eq!(got(None, env("from-env")), some("from-env"));
+        assert_eq!(got(env(""), env("from-env")), some("from-env"));
+        assert_eq!(got(None, env("")), Ok(None));
+        let refused = [
+            (file("b", b"\nsecond\n"), "its first line is empty"),
+            (file("c", &vec![b'x'; 5000]), "it is longer than 4096 bytes"),
+            (
+                Some(dir.path().as_os_str().to_owned()),
+                "it is not a regular file",
+            ),
+            (
+                Some(dir.path().join("missing").into_os_string()),
+                "No such file",
+            ),
+        ];
+        for (path, want) in refused {
+            let err = got(path, env("unused")).expect_err("refused");
+            assert!(
+                err.starts_with("cannot use the store's password file `")
+                    && err.contains(want)
+                    && err.ends_with(
+                        "; write the password on its first line, in a regular file this user can \
+                         read, or unset $CORDON_STORE_PASSWORD_FILE"
+                    ),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -226,14 +226,17 @@ fn exit_on_signals(run: RunId, state_dir: &StateDir) {
             SIGNALLED.store(signal, std::sync::atomic::Ordering::SeqCst);
             // The engine may be appending on its own connection at this moment: the store then
             // refuses this one's write (busy, or the sequence number taken), so it is tried
-            // again, for at most a second.
-            for _ in 0..40 {
-                let appended = Store::open(&state_dir)
-                    .and_then(|store| store.append(run, None, &Event::RunInterrupted { signal }));
-                if appended.is_ok() {
-                    break;
+            // again, for at most a second. One connection: a shared store that does not answer
+            // costs one call's deadline, not one per try.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+            if let Ok(store) = Store::open(&state_dir) {
+                while store
+                    .append(run, None, &Event::RunInterrupted { signal })
+                    .is_err()
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(25));
                 }
-                std::thread::sleep(std::time::Duration::from_millis(25));
             }
             // The run's lease in a shared store is released now, so a resume need not wait it
             // out (exit skips its destructor).
