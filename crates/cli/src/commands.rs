@@ -1,5 +1,6 @@
 //! One module per `cordon` subcommand; each exposes `Args` and `run(Args) -> anyhow::Result<ExitCode>`.
 
+pub mod batch;
 pub mod cache;
 pub mod diff;
 pub mod doctor;

@@ -32,6 +32,9 @@ enum Command {
     /// Carry an outcome through a task graph: decompose, then plan, execute, scrutinize, verify
     /// and validate each task (resume with `run --resume`).
     Do(commands::run::DoArgs),
+    /// Run a pipeline once per task of a tasks file, each on a fresh clone of its repository
+    /// (`batch status`, `batch resume`).
+    Batch(commands::batch::Args),
     /// Print a run's events (the most recent run by default).
     Logs(commands::logs::Args),
     /// Print the changes a run, or one step attempt, made to the workspace.
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
     finish(match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Do(args) => commands::run::run_outcome(args),
+        Command::Batch(args) => commands::batch::run(args),
         Command::Logs(args) => commands::logs::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Runs(args) => commands::runs::run(args),

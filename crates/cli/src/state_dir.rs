@@ -42,6 +42,11 @@ pub struct StoreArg {
 }
 
 impl StoreArg {
+    /// The flag given as `url`.
+    pub fn of(url: Option<String>) -> StoreArg {
+        StoreArg { store: url }
+    }
+
     /// The URL given, if any.
     pub fn url(&self) -> Option<String> {
         self.store.clone()

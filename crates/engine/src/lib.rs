@@ -9,12 +9,14 @@
 
 pub mod agent;
 pub mod agent_step;
+pub mod batch;
 pub mod budget;
 pub mod deliver;
 pub mod egress;
 mod engine;
 mod error;
 pub mod executor;
+mod host_program;
 pub mod images;
 pub mod lane;
 pub mod mcp;

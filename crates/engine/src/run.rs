@@ -147,6 +147,21 @@ pub struct Request<'a> {
     /// `--plan FILE`: a workspace file, read at the start of a fresh run through the workspace
     /// view and marked done when the run succeeds (DESIGN §17).
     pub plan: Option<PathBuf>,
+    /// A batch task's `vars` (DESIGN §16), for a fresh run: every step sees each as
+    /// `CORDON_VAR_<NAME>`. A resumed run takes its task's from the store.
+    pub vars: Vec<(String, String)>,
+}
+
+/// A batch task's `vars` as the step environment's `CORDON_VAR_<NAME>` variables.
+pub fn var_env(vars: &[(String, String)]) -> Vec<(OsString, OsString)> {
+    vars.iter()
+        .map(|(name, value)| {
+            (
+                OsString::from(format!("CORDON_VAR_{name}")),
+                OsString::from(value),
+            )
+        })
+        .collect()
 }
 
 /// A document of `--context` (the path as given) or the plan (`--plan`, its workspace path),
@@ -320,6 +335,29 @@ pub fn load_pipeline(
     })?;
     let loaded = tooling::load(&view, workspace, pipeline_file, shown)?;
     Ok((loaded.pipeline, loaded.warnings))
+}
+
+/// A batch's tooling (DESIGN §16): the pipeline at `pipeline_file` (canonical) and its agent,
+/// context and transcript files, read through a view of the pipeline's directory, each of which
+/// must be in that directory or below it (the tasks' clones get that directory, nothing else).
+/// Returns the pipeline, its warnings and the snapshot.
+pub fn batch_tooling(
+    pipeline_file: &Path,
+    shown: &Path,
+) -> Result<(Pipeline, Vec<String>, ToolingSnapshot), RunError> {
+    let dir = pipeline_file.parent().unwrap_or(Path::new("/"));
+    let (pipeline, warnings) = load_pipeline(dir, pipeline_file, shown)?;
+    let paths = tooling_paths(&pipeline, pipeline_file, dir);
+    if !tooling::all_inside(&pipeline, pipeline_file, dir) {
+        return Err(RunError::usage(format!(
+            "{}: a batch's pipeline takes its agent, context and transcript files from its own              directory or below it; move them there (a path with `..` is not carried to the              tasks' clones)",
+            shown.display()
+        )));
+    }
+    let view = View::open(dir)
+        .map_err(|err| RunError::runtime(format!("cannot open {}: {err}", dir.display())))?;
+    let snapshot = ToolingSnapshot::read(&view, &paths)?;
+    Ok((pipeline, warnings, snapshot))
 }
 
 /// What the host's git must never read and must check, from the pipeline's isolation: its
@@ -654,7 +692,8 @@ fn fresh(
     // The lane's key is read now, host-side: a missing one is exit 2 before anything runs.
     let lane = crate::lane::lane_config(&first.pipeline, request.env)?;
     let toolchains = toolchains(&first.pipeline, &workspace_path, request.env)?;
-    let passed = passed_env(&first.pipeline, &operator.policy, request.env)?;
+    let mut passed = passed_env(&first.pipeline, &operator.policy, request.env)?;
+    passed.0.extend(var_env(&request.vars));
     let images = run_images(&first.pipeline, request.state_dir, &operator.policy, &[])?;
     let store = Store::open(request.state_dir)?;
     let mut warnings = first.warnings;
@@ -833,7 +872,11 @@ fn resume(
     .map_err(|e| RunError::from(EngineError::from(e)))?;
     let lane = crate::lane::lane_config(&pipeline, request.env)?;
     let toolchains = toolchains(&pipeline, &row.workspace, request.env)?;
-    let passed = passed_env(&pipeline, &operator.policy, request.env)?;
+    let mut passed = passed_env(&pipeline, &operator.policy, request.env)?;
+    // A batch's run keeps its task's `vars` (the events do not carry them).
+    if let Some((_, task)) = store.task_of_run(run)? {
+        passed.0.extend(var_env(&task.vars));
+    }
     let images = run_images(&pipeline, request.state_dir, &operator.policy, &records)?;
     let workspace = open_workspace(
         &row.workspace,

@@ -36,7 +36,7 @@ pub mod terminal {
 /// directories, a scrubbed environment).
 pub mod host {
     pub use crate::sys::host::{
-        FILE_SIZE_SIGNAL, Guard, confine, exited, guard, kill_group, pass_fd,
+        FILE_SIZE_SIGNAL, Guard, confine, exited, guard, kill_group, pass_fd, signal_child,
     };
 }
 

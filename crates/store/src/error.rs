@@ -47,6 +47,16 @@ pub enum StoreError {
     UnknownRun(String),
     #[error("`{prefix}` matches {count} runs; give more characters of the id (see `cordon runs`)")]
     AmbiguousRun { prefix: String, count: usize },
+    #[error("no batch matches `{0}`; its id is the `batch ID` line `cordon batch` printed first")]
+    UnknownBatch(String),
+    #[error("`{prefix}` matches {count} batches; give more characters of the id")]
+    AmbiguousBatch { prefix: String, count: usize },
+    #[error("task {index} of batch {batch} is already run {run}; a task has one run")]
+    TaskTaken {
+        batch: String,
+        index: u32,
+        run: String,
+    },
     #[error(
         "run {0} is held by another cordon process (lock `{1}`); wait for it to finish or stop \
          that process"

@@ -10,6 +10,7 @@
 //! same invariants with its own triggers and one append function (`pg`).
 #![forbid(unsafe_code)]
 
+mod batch;
 mod error;
 mod lock;
 #[cfg(feature = "scale-out")]
@@ -23,6 +24,7 @@ mod state_dir;
 mod store;
 mod url;
 
+pub use batch::{BatchRow, TaskRow};
 pub use error::StoreError;
 pub use lock::Lock;
 #[cfg(feature = "scale-out")]

@@ -29,6 +29,7 @@ use session::{Failure, Session as Client};
 use target::Target;
 
 use crate::StoreError;
+use crate::batch::{BatchRow, TaskRow};
 use crate::lock::Lock;
 use crate::read::EventFilter;
 use crate::store::RunRow;
@@ -330,6 +331,154 @@ fn reconnected<'a>(
         *client = target.connect()?;
     }
     Ok(client)
+}
+
+/// The batch tables (`crate::batch`).
+impl Postgres {
+    pub(crate) fn create_batch(
+        &self,
+        batch: &BatchRow,
+        tasks: &[TaskRow],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client()?;
+        let fail = self.fail();
+        // One transaction: an error (or a missed deadline, which ends the session) leaves no
+        // half-recorded batch.
+        client.batch_execute("BEGIN").map_err(&fail)?;
+        let written = (|| {
+            client
+            .execute(
+                "INSERT INTO batches (id, created, pipeline, pipeline_file, tooling, backend) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &batch.id.to_string(),
+                    &i64_of(batch.created.0),
+                    &batch.pipeline,
+                    &batch.pipeline_file,
+                    &batch.tooling,
+                    &batch.backend,
+                ],
+            )
+            .map_err(&fail)?;
+            for task in tasks {
+                client
+                .execute(
+                    "INSERT INTO batch_tasks (batch, idx, id, repo, ref, prompt, vars, run) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    &[
+                        &batch.id.to_string(),
+                        &i32::try_from(task.index).unwrap_or(i32::MAX),
+                        &task.id,
+                        &task.repo,
+                        &task.git_ref,
+                        &task.prompt,
+                        &task.vars_json(),
+                        &task.run.map(|r| r.to_string()),
+                    ],
+                )
+                .map_err(&fail)?;
+            }
+            client.batch_execute("COMMIT").map_err(&fail)
+        })();
+        if written.is_err() {
+            // The session stays usable: its failed transaction is ended here.
+            let _ = client.batch_execute("ROLLBACK");
+        }
+        written
+    }
+
+    pub(crate) fn batch(&self, id: RunId) -> Result<Option<BatchRow>, StoreError> {
+        let row = self
+            .client()?
+            .query_opt(
+                "SELECT created, pipeline, pipeline_file, tooling, backend FROM batches WHERE id = $1",
+                &[&id.to_string()],
+            )
+            .map_err(self.fail())?;
+        Ok(row.map(|row| BatchRow {
+            id,
+            created: Timestamp(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)),
+            pipeline: row.get(1),
+            pipeline_file: row.get(2),
+            tooling: row.get(3),
+            backend: row.get(4),
+        }))
+    }
+
+    pub(crate) fn batch_ids(&self) -> Result<Vec<RunId>, StoreError> {
+        self.client()?
+            .query("SELECT id FROM batches ORDER BY created, id", &[])
+            .map_err(self.fail())?
+            .iter()
+            .map(|row| self.stored_id(&row.get::<_, String>(0)))
+            .collect()
+    }
+
+    pub(crate) fn batch_tasks(&self, batch: RunId) -> Result<Vec<TaskRow>, StoreError> {
+        self.tasks("batch = $1 ORDER BY idx", &batch.to_string())
+            .map(|found| found.into_iter().map(|(_, task)| task).collect())
+    }
+
+    pub(crate) fn task_of_run(&self, run: RunId) -> Result<Option<(RunId, TaskRow)>, StoreError> {
+        self.tasks("run = $1", &run.to_string())
+            .map(|found| found.into_iter().next())
+    }
+
+    /// The tasks `filter` selects (its one parameter `value`), with their batch ids.
+    fn tasks(&self, filter: &str, value: &str) -> Result<Vec<(RunId, TaskRow)>, StoreError> {
+        let rows = self
+            .client()?
+            .query(
+                &format!(
+                    "SELECT batch, idx, id, repo, ref, prompt, vars, run FROM batch_tasks WHERE {filter}"
+                ),
+                &[&value],
+            )
+            .map_err(self.fail())?;
+        rows.iter()
+            .map(|row| {
+                let run: Option<String> = row.get(7);
+                Ok((
+                    self.stored_id(&row.get::<_, String>(0))?,
+                    TaskRow {
+                        index: u32::try_from(row.get::<_, i32>(1)).unwrap_or(0),
+                        id: row.get(2),
+                        repo: row.get(3),
+                        git_ref: row.get(4),
+                        prompt: row.get(5),
+                        vars: TaskRow::parse_vars(&row.get::<_, String>(6)),
+                        run: run.as_deref().map(|r| self.stored_id(r)).transpose()?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    pub(crate) fn set_task_run(
+        &self,
+        batch: RunId,
+        index: u32,
+        expected: Option<RunId>,
+        run: RunId,
+    ) -> Result<bool, StoreError> {
+        self.client()?
+            .execute(
+                "UPDATE batch_tasks SET run = $1 WHERE batch = $2 AND idx = $3 AND run IS NOT DISTINCT FROM $4",
+                &[
+                    &run.to_string(),
+                    &batch.to_string(),
+                    &i32::try_from(index).unwrap_or(i32::MAX),
+                    &expected.map(|r| r.to_string()),
+                ],
+            )
+            .map(|changed| changed == 1)
+            .map_err(self.fail())
+    }
+
+    fn stored_id(&self, text: &str) -> Result<RunId, StoreError> {
+        RunId::parse(text).map_err(|err| StoreError::Postgres {
+            store: self.target.shown.clone(),
+            detail: format!("a stored batch or run id is damaged ({err})"),
+        })
+    }
 }
 
 const SELECT_RUNS: &str =

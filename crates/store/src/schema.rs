@@ -45,6 +45,30 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         created INTEGER NOT NULL
     ) STRICT;
     ",
+    // 2: batches (`cordon batch`): the pipeline's tooling taken once, and each task with the run
+    //    it became (set once a worker begins it; a run belongs to at most one task).
+    r"
+    CREATE TABLE batches (
+        id TEXT PRIMARY KEY NOT NULL,
+        created INTEGER NOT NULL,
+        pipeline TEXT NOT NULL,
+        pipeline_file TEXT NOT NULL,
+        tooling BLOB NOT NULL,
+        backend TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE batch_tasks (
+        batch TEXT NOT NULL REFERENCES batches(id),
+        idx INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        ref TEXT,
+        prompt TEXT,
+        vars TEXT NOT NULL,
+        run TEXT UNIQUE,
+        PRIMARY KEY (batch, idx),
+        UNIQUE (batch, id)
+    ) STRICT;
+    ",
 ];
 
 /// The version this build writes.

@@ -10,6 +10,7 @@ use cordon_protocol::{Event, Record, RunId, SCHEMA_VERSION, StepName};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use crate::StoreError;
+use crate::batch::{BatchRow, TaskRow};
 use crate::lock::Lock;
 use crate::rows;
 use crate::schema;
@@ -295,6 +296,164 @@ impl Sqlite {
     /// Whether a live process holds the run.
     pub(crate) fn is_held(&self, run: RunId) -> bool {
         Lock::is_held(&self.lock_path(&run.to_string()))
+    }
+}
+
+/// The batch tables (`crate::batch`).
+impl Sqlite {
+    pub(crate) fn create_batch(
+        &self,
+        batch: &BatchRow,
+        tasks: &[TaskRow],
+    ) -> Result<(), StoreError> {
+        let _writing = self.writing();
+        self.set_sync(Sync::Full)?;
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(self.fail())?;
+        tx.execute(
+            "INSERT INTO batches (id, created, pipeline, pipeline_file, tooling, backend) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                batch.id.to_string(),
+                millis_i64(batch.created.0),
+                batch.pipeline,
+                batch.pipeline_file,
+                batch.tooling,
+                batch.backend,
+            ],
+        )
+        .map_err(self.fail())?;
+        for task in tasks {
+            tx.execute(
+                "INSERT INTO batch_tasks (batch, idx, id, repo, ref, prompt, vars, run) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    batch.id.to_string(),
+                    task.index,
+                    task.id,
+                    task.repo,
+                    task.git_ref,
+                    task.prompt,
+                    task.vars_json(),
+                    task.run.map(|r| r.to_string()),
+                ],
+            )
+            .map_err(self.fail())?;
+        }
+        tx.commit().map_err(self.fail())
+    }
+
+    pub(crate) fn batch(&self, id: RunId) -> Result<Option<BatchRow>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT created, pipeline, pipeline_file, tooling, backend FROM batches WHERE id = ?1",
+                [id.to_string()],
+                |r| {
+                    Ok(BatchRow {
+                        id,
+                        created: Timestamp(u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0)),
+                        pipeline: r.get(1)?,
+                        pipeline_file: r.get(2)?,
+                        tooling: r.get(3)?,
+                        backend: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.fail())
+    }
+
+    pub(crate) fn batch_ids(&self) -> Result<Vec<RunId>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM batches ORDER BY created, id")
+            .map_err(self.fail())?;
+        let ids = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(self.fail())?
+            .collect::<Result<Vec<String>, _>>()
+            .map_err(self.fail())?;
+        ids.iter().map(|id| self.stored_id(id)).collect()
+    }
+
+    pub(crate) fn batch_tasks(&self, batch: RunId) -> Result<Vec<TaskRow>, StoreError> {
+        self.tasks("batch = ?1 ORDER BY idx", &batch.to_string())
+            .map(|found| found.into_iter().map(|(_, task)| task).collect())
+    }
+
+    pub(crate) fn task_of_run(&self, run: RunId) -> Result<Option<(RunId, TaskRow)>, StoreError> {
+        self.tasks("run = ?1", &run.to_string())
+            .map(|found| found.into_iter().next())
+    }
+
+    /// The tasks `filter` selects (its one parameter `value`), with their batch ids.
+    fn tasks(&self, filter: &str, value: &str) -> Result<Vec<(RunId, TaskRow)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT batch, idx, id, repo, ref, prompt, vars, run FROM batch_tasks WHERE {filter}"
+            ))
+            .map_err(self.fail())?;
+        let rows = stmt
+            .query_map([value], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, u32>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                ))
+            })
+            .map_err(self.fail())?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.fail())?;
+        rows.into_iter()
+            .map(|(batch, index, id, repo, git_ref, prompt, vars, run)| {
+                Ok((
+                    self.stored_id(&batch)?,
+                    TaskRow {
+                        index,
+                        id,
+                        repo,
+                        git_ref,
+                        prompt,
+                        vars: TaskRow::parse_vars(&vars),
+                        run: run.as_deref().map(|r| self.stored_id(r)).transpose()?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    pub(crate) fn set_task_run(
+        &self,
+        batch: RunId,
+        index: u32,
+        expected: Option<RunId>,
+        run: RunId,
+    ) -> Result<bool, StoreError> {
+        let _writing = self.writing();
+        self.set_sync(Sync::Full)?;
+        self.conn
+            .execute(
+                "UPDATE batch_tasks SET run = ?1 WHERE batch = ?2 AND idx = ?3 AND run IS ?4",
+                params![
+                    run.to_string(),
+                    batch.to_string(),
+                    index,
+                    expected.map(|r| r.to_string())
+                ],
+            )
+            .map(|changed| changed == 1)
+            .map_err(self.fail())
+    }
+
+    fn stored_id(&self, text: &str) -> Result<RunId, StoreError> {
+        RunId::parse(text).map_err(|err| StoreError::Corrupt {
+            path: self.db.clone(),
+            detail: format!("a stored batch or run id is damaged ({err})"),
+        })
     }
 }
 

@@ -33,13 +33,13 @@ pub struct RunRow {
 
 /// The open store.
 pub struct Store {
-    backend: Backend,
+    pub(crate) backend: Backend,
     /// The state directory: this machine's own files (workspace locks, caches), whichever backend
     /// keeps the runs.
     dir: PathBuf,
 }
 
-enum Backend {
+pub(crate) enum Backend {
     Sqlite(Sqlite),
     #[cfg(feature = "scale-out")]
     Postgres(Box<crate::pg::Postgres>),
@@ -55,6 +55,7 @@ macro_rules! each {
         }
     };
 }
+pub(crate) use each;
 
 impl Store {
     /// Opens (creating when missing, mode 0700) the state directory and the store it names: its

@@ -43,6 +43,64 @@ pub struct Args {
     /// `cordon do`'s outcome.
     #[arg(skip)]
     outcome: Option<String>,
+    /// The batch task this run carries out (`cordon batch`'s worker).
+    #[arg(skip)]
+    batch: Option<BatchLink>,
+}
+
+/// The batch task a worker's run carries out: recorded in the store as the task's run before
+/// the run is created, so a worker that dies leaves a task that knows its run.
+#[derive(Clone, Debug)]
+pub struct BatchLink {
+    pub batch: cordon_protocol::RunId,
+    pub index: u32,
+    /// The run the task named when the worker began (one that was never created).
+    pub expected: Option<cordon_protocol::RunId>,
+    pub vars: Vec<(String, String)>,
+}
+
+/// What a batch worker runs: a fresh run of `pipeline` in its clone, or the resume of `resume`.
+pub struct BatchRun {
+    pub pipeline: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    pub resume: Option<String>,
+    pub prompt: Option<String>,
+    pub state_dir: Option<PathBuf>,
+    pub store: Option<String>,
+    pub policy: Option<PathBuf>,
+    pub link: Option<BatchLink>,
+}
+
+/// A batch worker's run: quiet, no page, the run's exit codes.
+pub fn run_for_batch(run: BatchRun) -> anyhow::Result<ExitCode> {
+    execute::run(Args {
+        pipeline: run.pipeline,
+        max_attempts: None,
+        dry_run: false,
+        resume: run.resume,
+        resume_last: false,
+        refresh: false,
+        prompt: run.prompt,
+        prompt_file: None,
+        shared: Shared {
+            workspace: run.workspace,
+            state_dir: run.state_dir,
+            store: crate::state_dir::StoreArg::of(run.store),
+            json: false,
+            quiet: true,
+            no_ui: true,
+            ui: None,
+            policy: run.policy,
+            record: None,
+            budget_tokens: None,
+            budget_cost: None,
+            budget_wall_clock: None,
+            context: Vec::new(),
+            plan: None,
+        },
+        outcome: None,
+        batch: run.link,
+    })
 }
 
 /// The flags `cordon run` and `cordon do` share.
@@ -156,6 +214,7 @@ pub fn run_outcome(args: DoArgs) -> anyhow::Result<ExitCode> {
         prompt_file: None,
         shared: args.shared,
         outcome: Some(args.outcome),
+        batch: None,
     })
 }
 

@@ -18,6 +18,19 @@ pub struct Args {
     state_dir: StateDirArg,
     #[command(flatten)]
     store: StoreArg,
+    /// Only the runs of this batch (its id, or a unique prefix of it)
+    #[arg(long, value_name = "BATCH_ID")]
+    batch: Option<String>,
+}
+
+/// A stored run's status: its outcome, else `running` while a live process holds it, else
+/// `interrupted`.
+pub fn status(store: &Store, id: cordon_protocol::RunId, state: &RunState) -> &'static str {
+    match state.outcome {
+        Some(outcome) => outcome.as_str(),
+        None if store.is_held(id) => "running",
+        None => "interrupted",
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -26,20 +39,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     if !state_dir.has_runs_stored() {
+        if let Some(batch) = &args.batch {
+            eprintln!(
+                "cordon: {}",
+                cordon_store::StoreError::UnknownBatch(batch.clone())
+            );
+            return Ok(ExitCode::from(2));
+        }
         if !args.json {
             eprintln!("no runs yet in {}", state_dir.path().display());
         }
         return Ok(ExitCode::SUCCESS);
     }
     let store = Store::open(&state_dir)?;
+    let only = match &args.batch {
+        None => None,
+        Some(text) => match store.find_batch(text) {
+            Ok(batch) => Some(
+                store
+                    .batch_tasks(batch)?
+                    .into_iter()
+                    .filter_map(|t| t.run)
+                    .collect::<std::collections::BTreeSet<_>>(),
+            ),
+            Err(err) => {
+                eprintln!("cordon: {err}");
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
     for row in store.runs()? {
+        if only.as_ref().is_some_and(|runs| !runs.contains(&row.id)) {
+            continue;
+        }
         let records = store.events(row.id)?;
         let state = RunState::replay(&records);
-        let status = match state.outcome {
-            Some(outcome) => outcome.as_str(),
-            None if store.is_held(row.id) => "running",
-            None => "interrupted",
-        };
+        let status = status(&store, row.id, &state);
         let finished = records.iter().rev().find_map(|r| match r.event {
             Event::RunFinished { .. } => Some(r.ts),
             _ => None,

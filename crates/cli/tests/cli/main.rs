@@ -2,6 +2,7 @@
 
 mod agent;
 mod agent_run;
+pub mod batch;
 mod budget;
 mod caches;
 mod deliver;

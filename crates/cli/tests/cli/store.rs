@@ -404,3 +404,60 @@ fn a_parallel_outcome_run_appends_from_every_task_under_its_one_lease() {
     ));
     assert_eq!(lease, ["1 true"], "one generation, released at the end");
 }
+
+#[test]
+fn a_batch_keeps_its_tasks_and_runs_in_the_shared_store_for_every_machine_to_read() {
+    let Some(mut pg) = Pg::new() else { return };
+    let b = crate::batch::Batch::new(
+        "name: demo
+steps:
+  - name: build
+    command: echo \"built $CORDON_VAR_n\" > built.txt
+",
+    );
+    let tasks = b.tasks(
+        "{\"id\":\"a\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n\
+         {\"id\":\"b\",\"repo\":\"repo\",\"vars\":{\"n\":\"2\"}}\n\
+         {\"id\":\"c\",\"repo\":\"repo\",\"vars\":{\"n\":\"3\"}}\n",
+    );
+    let out = b.submit(&tasks, &["--jobs", "3", "--store", &pg.url]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = crate::batch::Batch::id(&out);
+    assert!(
+        !b.state.join("cordon.db").exists(),
+        "nothing in the state directory's database"
+    );
+    // The tasks, their runs and the runs' events are the store's.
+    let runs = pg.rows(&format!(
+        "SELECT run FROM batch_tasks WHERE batch = '{id}' AND run IS NOT NULL ORDER BY idx"
+    ));
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    for run in &runs {
+        let finished = pg.rows(&format!(
+            "SELECT count(*) FROM events WHERE run = '{run}' AND type = 'run.finished'"
+        ));
+        assert_eq!(finished, ["1"], "{run}");
+    }
+    // Another machine's state directory, the same store: the same batch.
+    let elsewhere = b.dir.path().join("elsewhere");
+    let status = crate::support::cordon()
+        .args([
+            "batch",
+            "status",
+            &id,
+            "--json",
+            "--store",
+            &pg.url,
+            "--state-dir",
+        ])
+        .arg(&elsewhere)
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(
+        text.matches("\"status\":\"success\"").count(),
+        3,
+        "{text}{}",
+        stderr(&status)
+    );
+}

@@ -14,16 +14,12 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Admitted, DeliveryError};
 
 /// Where the host's `git` may be (DESIGN §10): never the user's `PATH`.
 const GIT_DIRS: &[&str] = &["/usr/bin", "/bin", "/usr/local/bin"];
-/// How long the output of a git command that has ended (or been stopped) is waited for.
-const DRAIN: Duration = Duration::from_secs(5);
-/// The most bytes of a git command's output kept (the rest is read and dropped).
-const MAX_OUTPUT: usize = 1 << 20;
 
 /// The only programs git may start from its exec path: smart HTTP's remote helpers (and git
 /// itself). Without `git-http-push` and `git-http-fetch` a push to a dumb-HTTP or WebDAV
@@ -257,51 +253,14 @@ impl Remote<'_> {
         drop(write);
         cordon_sandbox::host::pass_fd(&mut command, read.into(), 3);
         cordon_sandbox::host::confine(&mut command, self.memory);
-        let started = Instant::now();
-        let mut child = command
-            .spawn()
-            .map_err(|e| DeliveryError::Down(format!("cannot start git ({what}): {e}")))?;
-        // The command holds the pipe's read end: drop it so only git has it.
-        drop(command);
-        let pid = child.id();
-        let guard = match cordon_sandbox::host::guard(pid) {
-            Ok(guard) => guard,
-            Err(e) => {
-                cordon_sandbox::host::kill_group(pid);
-                let _ = child.wait();
-                return Err(DeliveryError::Down(format!(
-                    "cannot start the guard over git ({what}): {e}"
-                )));
-            }
-        };
-        let stdout = reader(child.stdout.take());
-        let stderr = reader(child.stderr.take());
-        let timed_out = loop {
-            match cordon_sandbox::host::exited(pid) {
-                Ok(true) => break false,
-                Ok(false) if started.elapsed() >= self.timeout => break true,
-                Ok(false) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => {
-                    cordon_sandbox::host::kill_group(pid);
-                    drop(guard);
-                    let _ = child.wait();
-                    return Err(DeliveryError::Down(format!(
-                        "waiting for git ({what}): {e}"
-                    )));
-                }
-            }
-        };
-        // git ended (or is stopped): whatever it started goes too, before git is reaped (its
-        // pid names the group until then) — a helper left holding the output pipes would keep
-        // the readers waiting, and one left running would outlive the bound.
-        cordon_sandbox::host::kill_group(pid);
-        drop(guard);
-        let status = child
-            .wait()
-            .map_err(|e| DeliveryError::Down(format!("waiting for git ({what}): {e}")))?;
-        let drained = Instant::now() + DRAIN;
-        let stdout = collect(&stdout, drained);
-        let stderr = collect(&stderr, drained);
+        let finished = crate::host_program::run_bounded(command, self.timeout)
+            .map_err(|e| DeliveryError::Down(format!("git ({what}): {e}")))?;
+        let (status, stdout, stderr, timed_out) = (
+            finished.status,
+            finished.stdout,
+            finished.stderr,
+            finished.timed_out,
+        );
         if timed_out {
             return Err(DeliveryError::Down(format!(
                 "git ({what}) to {} took more than {} s (`[delivery] git_timeout`) and was \
@@ -344,35 +303,6 @@ fn out_of_memory(stderr: &str, status: std::process::ExitStatus) -> bool {
             .iter()
             .any(|m| line.contains(m))
     }) || status.signal() == Some(cordon_sandbox::host::FILE_SIZE_SIGNAL)
-}
-
-/// A pipe read to its end on a thread of its own, keeping the first [`MAX_OUTPUT`] bytes; what
-/// it kept arrives on the channel when the pipe ends.
-fn reader(pipe: Option<impl std::io::Read + Send + 'static>) -> std::sync::mpsc::Receiver<Vec<u8>> {
-    let (send, receive) = std::sync::mpsc::sync_channel(1);
-    std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let mut buffer = [0u8; 16 << 10];
-            while let Ok(n) = pipe.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
-                let room = MAX_OUTPUT.saturating_sub(kept.len());
-                kept.extend_from_slice(&buffer[..n.min(room)]);
-            }
-        }
-        let _ = send.send(kept);
-    });
-    receive
-}
-
-/// What a [`reader`] kept, waited for until `deadline` at most (a process outside git's group
-/// could hold the pipe open): nothing when it has not ended by then.
-fn collect(reader: &std::sync::mpsc::Receiver<Vec<u8>>, deadline: Instant) -> Vec<u8> {
-    reader
-        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .unwrap_or_default()
 }
 
 /// What a failed git command's output means.

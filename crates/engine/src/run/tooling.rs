@@ -62,6 +62,11 @@ impl ToolingSnapshot {
         })
     }
 
+    /// Every file: its path (relative, `/`-separated) and text.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.files.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
@@ -157,9 +162,33 @@ pub(super) struct FirstLoad {
     pub(super) warnings: Vec<String>,
 }
 
+/// Whether every tooling path of the pipeline lies in `workspace` (none reached through `..`).
+pub(super) fn all_inside(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> bool {
+    tooling_files(pipeline, pipeline_file, workspace)
+        .iter()
+        .all(|p| {
+            p.strip_prefix(workspace).is_ok_and(|rest| {
+                rest.components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+            })
+        })
+}
+
 /// Workspace-relative tooling paths: the pipeline, its agent files, its context files and a
 /// replay transcript.
 pub fn tooling_paths(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> Vec<WsPath> {
+    let mut relative: Vec<WsPath> = tooling_files(pipeline, pipeline_file, workspace)
+        .iter()
+        .filter_map(|p| p.strip_prefix(workspace).ok())
+        .filter_map(|p| WsPath::new(&p.to_string_lossy()).ok())
+        .collect();
+    relative.sort();
+    relative.dedup();
+    relative
+}
+
+/// The tooling files' paths as the pipeline names them (joined to its directory).
+fn tooling_files(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path) -> Vec<PathBuf> {
     let base = pipeline_file.parent().unwrap_or(workspace);
     let mut paths = vec![pipeline_file.to_path_buf()];
     for agent in pipeline.agent_steps() {
@@ -177,12 +206,5 @@ pub fn tooling_paths(pipeline: &Pipeline, pipeline_file: &Path, workspace: &Path
     if let Some(cordon_pipeline::Llm::Replay { transcript, .. }) = &pipeline.llm {
         paths.push(base.join(transcript.as_path()));
     }
-    let mut relative: Vec<WsPath> = paths
-        .iter()
-        .filter_map(|p| p.strip_prefix(workspace).ok())
-        .filter_map(|p| WsPath::new(&p.to_string_lossy()).ok())
-        .collect();
-    relative.sort();
-    relative.dedup();
-    relative
+    paths
 }

@@ -99,6 +99,22 @@ pub fn kill_group(pgid: u32) {
     }
 }
 
+/// Sends `signal` to the child `pid` of this process (a batch's worker, forwarded an interrupt).
+/// A child that has already ended is no error; `pid` must be a child not yet reaped, so the id
+/// still names it.
+pub fn signal_child(pid: u32, signal: i32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: `kill` takes plain integers; a positive pid names that one process.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
 /// A process standing watch over the group `pgid` for as long as it is held: should cordon end
 /// in any way — `SIGINT`, `SIGTERM`, `kill -9`, a crash — before it drops the guard, the guard
 /// kills the group, so no helper git started outlives cordon holding the token. Dropping it

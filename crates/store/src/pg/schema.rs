@@ -101,6 +101,29 @@ const MIGRATIONS: &[&str] = &[
             VALUES (p_run, seq, ts, p_type, p_step, p_data);
     END $$;
     "#,
+    // 2: batches (`cordon batch`), as in the SQLite store.
+    r"
+    CREATE TABLE batches (
+        id text PRIMARY KEY,
+        created bigint NOT NULL,
+        pipeline text NOT NULL,
+        pipeline_file text NOT NULL,
+        tooling bytea NOT NULL,
+        backend text NOT NULL
+    );
+    CREATE TABLE batch_tasks (
+        batch text NOT NULL REFERENCES batches(id),
+        idx integer NOT NULL,
+        id text NOT NULL,
+        repo text NOT NULL,
+        ref text,
+        prompt text,
+        vars text NOT NULL,
+        run text UNIQUE,
+        PRIMARY KEY (batch, idx),
+        UNIQUE (batch, id)
+    );
+    ",
 ];
 
 /// The version this build writes.

@@ -2,6 +2,7 @@
 //! `scale-out`, against a real PostgreSQL server (`$CORDON_TEST_POSTGRES`, each test in a fresh
 //! schema): the same tests for both backends.
 
+mod batches;
 mod damage;
 mod events;
 mod locks;

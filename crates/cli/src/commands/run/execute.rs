@@ -89,6 +89,11 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
         env: &env,
         context: super::context(args).map_err(RunError::usage)?,
         plan: args.shared.plan.clone(),
+        vars: args
+            .batch
+            .as_ref()
+            .map(|b| b.vars.clone())
+            .unwrap_or_default(),
     };
     let mut ready = match run::prepare(&request)? {
         Prepared::Finished { run, outcome } => {
@@ -113,6 +118,9 @@ fn execute(args: &Args, state_dir: &StateDir) -> Result<ExitCode, RunError> {
     // The page listens before a fresh run exists, so an address that cannot be bound leaves no
     // run behind.
     let page = serve_page(args, state_dir, ready.run, &ready.pipeline)?;
+    if let Some(link) = &args.batch {
+        Store::open(state_dir)?.set_task_run(link.batch, link.index, link.expected, ready.run)?;
+    }
     ready.create()?;
     let progress = Progress::new(
         ready.run,

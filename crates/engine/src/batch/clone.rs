@@ -1,0 +1,227 @@
+//! A batch task's workspace: a fresh clone of its repository at its ref, made by the host's git
+//! under a pinned environment, with the batch's tooling committed on top.
+//!
+//! The repository is data from elsewhere, so git runs as the push does (DESIGN §10, §18): the
+//! program from fixed system directories, never `PATH`; no system or global configuration; hooks
+//! off; only the `https` protocol, or `file` for a local path, which is cloned with `--no-local`
+//! (objects copied through git's own transport, never hard links or a symlinked object store);
+//! no submodules; no redirects; every object checked (`transfer.fsckObjects`); each command in
+//! its own process group, stopped at its time limit. The tooling is written through a view of
+//! the clone (no link followed) into `.cordon-batch/`, which the repository must not have.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use cordon_workspace::{View, WsPath};
+
+use super::{Repo, Task};
+use crate::run::ToolingSnapshot;
+
+/// The directory of the clone holding the batch's tooling.
+pub const TOOLING_DIR: &str = ".cordon-batch";
+/// The branch a task's clone works on.
+pub const BRANCH: &str = "cordon-batch";
+/// How long one git command of a clone may take.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Bytes of data memory git and each helper it starts may use.
+const GIT_MEMORY: u64 = 2 << 30;
+
+/// The task's workspace at `dest` (which must not exist; its parent must), with `tooling` in
+/// [`TOOLING_DIR`] committed on [`BRANCH`]. `home` is an empty directory of cordon's own, git's
+/// `HOME`. Errors name the task's repository and what to fix.
+pub fn make(
+    task: &Task,
+    tooling: &ToolingSnapshot,
+    dest: &Path,
+    home: &Path,
+) -> Result<(), String> {
+    let git = crate::deliver::push::git_program().map_err(|e| e.to_string())?;
+    let git = Git {
+        program: &git,
+        home,
+        repo: &task.repo,
+    };
+    let parent = dest.parent().unwrap_or(Path::new("/"));
+    let source = match &task.repo {
+        Repo::Https(url) => url.clone(),
+        Repo::Local(path) => path.display().to_string(),
+    };
+    git.run(
+        parent,
+        &[
+            "clone",
+            "--no-local",
+            "--no-checkout",
+            "--no-recurse-submodules",
+            "--quiet",
+            "--",
+            &source,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([dest.display().to_string()])
+        .collect::<Vec<_>>(),
+        "clone",
+    )?;
+    let commit = git.resolve(dest, task.git_ref.as_deref())?;
+    git.run(
+        dest,
+        &owned(&["checkout", "--quiet", "-B", BRANCH, &commit]),
+        "check out",
+    )?;
+    let view =
+        View::open(dest).map_err(|e| format!("cannot open the clone {}: {e}", dest.display()))?;
+    let dir = WsPath::new(TOOLING_DIR).map_err(|e| e.to_string())?;
+    if view.meta(&dir).map_err(|e| e.to_string())?.is_some() {
+        return Err(format!(
+            "the repository {} has a `{TOOLING_DIR}` entry, where cordon puts the batch's \
+             pipeline; rename it in the repository",
+            git.shown()
+        ));
+    }
+    for (path, text) in tooling.files() {
+        let path = WsPath::new(&format!("{TOOLING_DIR}/{path}")).map_err(|e| e.to_string())?;
+        if let (Some(parent), _) = path.split() {
+            let parent = WsPath::from_bytes(parent).map_err(|e| e.to_string())?;
+            view.create_dirs(&parent).map_err(|e| e.to_string())?;
+        }
+        view.write(&path, text.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
+    git.run(dest, &owned(&["add", "--", TOOLING_DIR]), "add the tooling")?;
+    git.run(
+        dest,
+        &owned(&[
+            "-c",
+            "user.name=cordon batch",
+            "-c",
+            "user.email=cordon@localhost",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--no-gpg-sign",
+            "-m",
+            "cordon batch: the pipeline and its agent files",
+        ]),
+        "commit the tooling",
+    )?;
+    Ok(())
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+struct Git<'a> {
+    program: &'a Path,
+    home: &'a Path,
+    repo: &'a Repo,
+}
+
+impl Git<'_> {
+    fn shown(&self) -> String {
+        cordon_protocol::text::escape_line(&self.repo.as_text()).into_owned()
+    }
+
+    /// The commit `git_ref` names in the clone (a branch of the remote, a tag or a commit id;
+    /// none: the remote's default branch).
+    fn resolve(&self, clone: &Path, git_ref: Option<&str>) -> Result<String, String> {
+        let candidates: Vec<String> = match git_ref {
+            None => vec!["HEAD".to_owned()],
+            Some(name) => vec![
+                format!("refs/remotes/origin/{name}"),
+                format!("refs/tags/{name}"),
+                name.to_owned(),
+            ],
+        };
+        for candidate in &candidates {
+            let spec = format!("{candidate}^{{commit}}");
+            if let Ok(out) = self.run(
+                clone,
+                &owned(&[
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    "--end-of-options",
+                    &spec,
+                ]),
+                "resolve the ref",
+            ) {
+                let commit = out.trim();
+                if commit.len() >= 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Ok(commit.to_owned());
+                }
+            }
+        }
+        Err(format!(
+            "the repository {} has no branch, tag or commit `{}`; fix the task's `ref`",
+            self.shown(),
+            cordon_protocol::text::escape_line(git_ref.unwrap_or("HEAD"))
+        ))
+    }
+
+    /// git with `args` after the pinned configuration, in `dir`; its stdout.
+    fn run(&self, dir: &Path, args: &[String], what: &str) -> Result<String, String> {
+        let mut command = Command::new(self.program);
+        command
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_ASKPASS", "")
+            .env("LC_ALL", "C")
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for setting in [
+            "core.hooksPath=/dev/null",
+            "core.fsmonitor=false",
+            "core.attributesFile=/dev/null",
+            "core.askPass=",
+            "credential.helper=",
+            "http.followRedirects=false",
+            "http.lowSpeedLimit=1024",
+            "http.lowSpeedTime=60",
+            "protocol.allow=never",
+            "protocol.https.allow=always",
+            "protocol.file.allow=always",
+            "submodule.recurse=false",
+            "transfer.fsckObjects=true",
+            "gc.auto=0",
+            "advice.detachedHead=false",
+        ] {
+            command.arg("-c").arg(setting);
+        }
+        command.args(args);
+        cordon_sandbox::host::confine(&mut command, GIT_MEMORY);
+        let finished = crate::host_program::run_bounded(command, GIT_TIMEOUT)
+            .map_err(|e| format!("git ({what}) of {}: {e}", self.shown()))?;
+        if finished.timed_out {
+            return Err(format!(
+                "git ({what}) of {} took more than {} s and was stopped",
+                self.shown(),
+                GIT_TIMEOUT.as_secs()
+            ));
+        }
+        if !finished.status.success() {
+            let stderr = String::from_utf8_lossy(&finished.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(format!(
+                "git ({what}) of {} failed: {}",
+                self.shown(),
+                cordon_protocol::text::escape_line(&tail.join(" / "))
+            ));
+        }
+        Ok(String::from_utf8_lossy(&finished.stdout).into_owned())
+    }
+}
+
+/// Where a task's clone lives on the machine that runs it: `<state>/batches/<BATCH>/<TASK_ID>`.
+pub fn workspace_dir(state: &Path, batch: cordon_protocol::RunId, task: &str) -> PathBuf {
+    state.join("batches").join(batch.to_string()).join(task)
+}
