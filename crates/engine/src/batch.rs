@@ -39,10 +39,71 @@ impl Repo {
             Repo::Local(path) => path.display().to_string(),
         }
     }
+}
 
-    /// A stored repository (checked again: the store is shared with other machines).
-    pub fn parse_stored(text: &str) -> Result<Repo, String> {
-        parse_repo(text, Path::new("/"))
+/// A task read back from the store, checked again field by field as the tasks file's lines are:
+/// the store may be shared with other machines and written by whoever holds its password, and a
+/// stored id names a directory the worker removes and makes.
+pub fn parse_stored(
+    id: &str,
+    repo: &str,
+    git_ref: Option<&str>,
+    prompt: Option<&str>,
+    vars: &[(String, String)],
+) -> Result<Task, String> {
+    check_id(id)?;
+    if !repo.starts_with("https://") && !repo.starts_with('/') {
+        return Err(format!(
+            "the stored repo `{}` is neither an https:// URL nor an absolute path",
+            cordon_protocol::text::escape_line(repo)
+        ));
+    }
+    let repo = parse_repo(repo, Path::new("/"))?;
+    if let Some(git_ref) = git_ref {
+        check_ref(git_ref)?;
+    }
+    if vars.len() > MAX_VARS {
+        return Err(format!("a task takes at most {MAX_VARS} vars"));
+    }
+    for (name, value) in vars {
+        check_var_name(name)?;
+        if value.len() > MAX_VAR_VALUE || value.contains('\0') {
+            return Err(format!("the var `{name}` is too long or holds a NUL byte"));
+        }
+    }
+    let prompt = match prompt {
+        Some(prompt) if prompt.len() > MAX_PROMPT => {
+            return Err(format!(
+                "the prompt is longer than {} MiB",
+                MAX_PROMPT >> 20
+            ));
+        }
+        Some(prompt) => Some(fill(prompt, vars)?),
+        None => None,
+    };
+    Ok(Task {
+        id: id.to_owned(),
+        repo,
+        git_ref: git_ref.map(str::to_owned),
+        prompt,
+        vars: vars.to_vec(),
+    })
+}
+
+/// A stored pipeline file name: one plain name (the batch keeps the pipeline's directory).
+pub fn check_pipeline_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\0');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the stored pipeline name `{}` is not a plain file name",
+            cordon_protocol::text::escape_line(name)
+        ))
     }
 }
 
@@ -167,6 +228,11 @@ fn parse_line(line: &str, base: &Path) -> Result<Task, String> {
         prompt,
         vars,
     })
+}
+
+/// Whether `id` is a task id (`[A-Za-z0-9_-]{1,64}`), as a file name may be made of it.
+pub fn valid_id(id: &str) -> bool {
+    check_id(id).is_ok()
 }
 
 /// `[A-Za-z0-9_-]{1,64}`: it names the task's clone directory and branch.
@@ -448,6 +514,38 @@ mod tests {
             err.last().map(String::as_str),
             Some("t.jsonl: 10 more problems")
         );
+    }
+
+    #[test]
+    fn a_stored_task_is_checked_again_and_a_tampered_one_refused() {
+        let ok = parse_stored(
+            "t-1",
+            "/r",
+            Some("main"),
+            Some("{vars.n}"),
+            &[("n".into(), "1".into())],
+        )
+        .expect("stored");
+        assert_eq!(ok.prompt.as_deref(), Some("1"));
+        for (id, repo, git_ref, want) in [
+            ("../../victim", "/r", None, "the id `../../victim` is not"),
+            ("x\u{1b}]0;t\u{7}", "/r", None, "is not 1 to 64 letters"),
+            (
+                "t",
+                "relative",
+                None,
+                "neither an https:// URL nor an absolute path",
+            ),
+            ("t", "/r", Some("-x"), "the ref `-x` is not"),
+        ] {
+            let err = parse_stored(id, repo, git_ref, None, &[]).expect_err(id);
+            assert!(err.contains(want) && !err.contains('\u{1b}'), "{id}: {err}");
+        }
+        assert!(parse_stored("t", "/r", None, None, &[("1".into(), "v".into())]).is_err());
+        for bad in ["", "..", "a/b", "."] {
+            assert!(check_pipeline_name(bad).is_err(), "{bad}");
+        }
+        assert!(check_pipeline_name("pipeline.yaml").is_ok());
     }
 
     #[test]

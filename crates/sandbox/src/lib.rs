@@ -36,7 +36,8 @@ pub mod terminal {
 /// directories, a scrubbed environment).
 pub mod host {
     pub use crate::sys::host::{
-        FILE_SIZE_SIGNAL, Guard, confine, exited, guard, kill_group, pass_fd, signal_child,
+        FILE_SIZE_SIGNAL, Guard, confine, die_with_parent, exited, guard, kill_group, pass_fd,
+        signal_child,
     };
 }
 

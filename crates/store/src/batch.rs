@@ -7,6 +7,7 @@ use cordon_protocol::RunId;
 use cordon_protocol::event::Timestamp;
 
 use crate::StoreError;
+use crate::lock::Lock;
 use crate::store::{Backend, Store, each};
 
 /// One batch's fixed facts.
@@ -115,6 +116,18 @@ impl Store {
                 run: taken.map_or_else(|| "none".to_owned(), |r| r.to_string()),
             }),
         }
+    }
+
+    /// Takes this machine's lock of task `index` of `batch` (one worker per task here: it
+    /// removes and makes the task's clone); another holder → `None`. A local file whichever
+    /// store keeps the runs: the clone it guards is this machine's.
+    pub fn lock_batch_task(&self, batch: RunId, index: u32) -> Result<Option<Lock>, StoreError> {
+        Lock::try_take(
+            &self
+                .dir
+                .join("locks")
+                .join(format!("batch-{batch}-{index}")),
+        )
     }
 
     /// The batch and task a run belongs to, if it is a batch's.

@@ -36,7 +36,7 @@ pub struct Store {
     pub(crate) backend: Backend,
     /// The state directory: this machine's own files (workspace locks, caches), whichever backend
     /// keeps the runs.
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 pub(crate) enum Backend {

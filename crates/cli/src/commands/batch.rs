@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cordon_engine::RunState;
-use cordon_engine::batch::{self, Repo, clone};
+use cordon_engine::batch::{self, clone};
 use cordon_protocol::RunId;
 use cordon_protocol::event::Timestamp;
 use cordon_protocol::text::{escape_line, escape_text};
@@ -22,8 +22,14 @@ use cordon_store::{BatchRow, StateDir, Store, TaskRow};
 
 use crate::state_dir::{StateDirArg, StoreArg};
 
+#[cfg(feature = "scale-out")]
+mod slurm;
+
 /// The most workers `--jobs` runs at once.
 const MAX_JOBS: u32 = 64;
+/// How long a worker waits for its task's run to be let go by a previous holder (a lease
+/// expires 30 s after its last renewal).
+const HELD_WAIT: Duration = Duration::from_secs(40);
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -44,7 +50,8 @@ pub struct Args {
 /// How the workers run, for a new batch and for `resume`.
 #[derive(Debug, clap::Args)]
 struct Workers {
-    /// Where the tasks run: `local`, this machine
+    /// Where the tasks run: `local`, this machine (`slurm` in a build with `--features
+    /// scale-out`: one sbatch array job, with a shared --store)
     #[arg(long, value_enum, default_value = "local")]
     backend: Backend,
     /// How many tasks run at once [default: the number of CPUs, at most 64]
@@ -62,12 +69,17 @@ struct Workers {
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Backend {
     Local,
+    /// One `sbatch` array job; needs a shared `--store`
+    #[cfg(feature = "scale-out")]
+    Slurm,
 }
 
 impl Backend {
     fn name(self) -> &'static str {
         match self {
             Backend::Local => "local",
+            #[cfg(feature = "scale-out")]
+            Backend::Slurm => "slurm",
         }
     }
 }
@@ -76,7 +88,7 @@ impl Backend {
 enum Sub {
     /// Print each task of a batch with its run and status
     Status(StatusArgs),
-    /// Run a batch's tasks that have not succeeded yet: resume their runs, start the others
+    /// Carry on with a batch: resume its interrupted runs, start the tasks not begun
     Resume(ResumeArgs),
     /// One worker: carry out task INDEX of the batch (started by `cordon batch`)
     #[command(hide = true)]
@@ -314,7 +326,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         } else {
             println!(
                 "{:<24}  {status:<11}  {}",
-                task.id,
+                escape_line(&task.id),
                 run.map_or_else(|| "-".to_owned(), |r| r.to_string())
             );
         }
@@ -330,32 +342,16 @@ fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs every task of `batch` that has not succeeded, `--jobs` at once, each in a worker
-/// process; prints a line per finished task. 0 when every task's run succeeded, else 1; an
-/// interrupt stops starting tasks, is passed to the running workers (which leave their runs
-/// resumable) and ends with 128 + the signal.
+/// Runs every task of `batch` that has not succeeded on the chosen backend; prints a line per
+/// finished task and the summary. 0 when every task's run succeeded, else 1; an interrupt stops
+/// starting tasks, is passed to the running workers (which leave their runs resumable) and ends
+/// with 128 + the signal.
 fn workers(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<ExitCode> {
-    match run.backend {
-        Backend::Local => local(run, state_dir, batch),
-    }
-}
-
-/// The local backend: the workers are child processes of this one.
-fn local(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<ExitCode> {
-    let jobs = run.jobs.map_or_else(
-        || {
-            std::thread::available_parallelism()
-                .map_or(1, |n| u32::try_from(n.get()).unwrap_or(1))
-                .min(MAX_JOBS)
-        },
-        NonZeroU32::get,
-    ) as usize;
     let store = Store::open(state_dir)?;
-    let tasks = store.batch_tasks(batch)?;
-    let mut waiting: std::collections::VecDeque<TaskRow> = std::collections::VecDeque::new();
-    for task in tasks {
+    let mut waiting = Vec::new();
+    for task in store.batch_tasks(batch)? {
         if task_status(&store, &task)? != "success" {
-            waiting.push_back(task);
+            waiting.push(task);
         }
     }
     let signal = Arc::new(AtomicUsize::new(0));
@@ -364,10 +360,148 @@ fn local(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<Ex
     }
     let logs = state_dir.path().join("batches").join(batch.to_string());
     make_private_dirs(&logs)?;
-    let exe = std::env::current_exe()?;
+    let mut report = Report {
+        store: &store,
+        batch,
+        printed: std::collections::BTreeSet::new(),
+    };
+    let job = Job {
+        exe: std::env::current_exe()?,
+        batch,
+        state_dir,
+        policy: run.policy.as_deref(),
+        logs: &logs,
+    };
+    let jobs = run.jobs.map_or_else(
+        || {
+            std::thread::available_parallelism()
+                .map_or(1, |n| u32::try_from(n.get()).unwrap_or(1))
+                .min(MAX_JOBS)
+        },
+        NonZeroU32::get,
+    );
+    match run.backend {
+        Backend::Local => local(&job, waiting, jobs as usize, &signal, &mut report)?,
+        #[cfg(feature = "scale-out")]
+        Backend::Slurm => match slurm::run(&job, &waiting, jobs, &signal, &mut report)? {
+            Ok(()) => {}
+            Err(message) => return Ok(usage(&message)),
+        },
+    }
+    let interrupted = signal.load(Ordering::SeqCst);
+    if interrupted != 0 {
+        eprintln!("cordon: interrupted; continue with `cordon batch resume {batch}`");
+        return Ok(ExitCode::from(u8::try_from(128 + interrupted).unwrap_or(1)));
+    }
+    let tasks = store.batch_tasks(batch)?;
+    let mut succeeded = 0;
+    for task in &tasks {
+        if task_status(&store, task)? == "success" {
+            succeeded += 1;
+        }
+    }
+    let all = succeeded == tasks.len();
+    eprintln!(
+        "batch {batch}: {succeeded} of {} tasks succeeded{}",
+        tasks.len(),
+        if all {
+            String::new()
+        } else {
+            format!("; see `cordon batch status {batch}`")
+        }
+    );
+    Ok(if all {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// What every worker of a batch is started with.
+struct Job<'a> {
+    exe: PathBuf,
+    batch: RunId,
+    state_dir: &'a StateDir,
+    policy: Option<&'a Path>,
+    logs: &'a Path,
+}
+
+impl Job<'_> {
+    /// The worker's arguments after the program, its task index given by `task`.
+    fn args(&self, task: &str) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> =
+            ["batch", "work", &self.batch.to_string(), "--task", task]
+                .iter()
+                .map(Into::into)
+                .collect();
+        args.push("--state-dir".into());
+        args.push(self.state_dir.path().into());
+        if let Some(url) = self.state_dir.store() {
+            args.push("--store".into());
+            args.push(url.into());
+        }
+        if let Some(policy) = self.policy {
+            args.push("--policy".into());
+            args.push(policy.into());
+        }
+        args
+    }
+}
+
+/// The line per finished task, each printed once.
+struct Report<'a> {
+    store: &'a Store,
+    batch: RunId,
+    printed: std::collections::BTreeSet<u32>,
+}
+
+impl Report<'_> {
+    /// Prints the task `index` (as the store has it now) unless it was printed; `only_ended`:
+    /// only once its run has ended.
+    fn task(&mut self, index: u32, log: &Path, only_ended: bool) -> anyhow::Result<()> {
+        if self.printed.contains(&index) {
+            return Ok(());
+        }
+        let Some(task) = self
+            .store
+            .batch_tasks(self.batch)?
+            .into_iter()
+            .find(|t| t.index == index)
+        else {
+            return Ok(());
+        };
+        let status = task_status(self.store, &task)?;
+        if only_ended && !matches!(status, "success" | "failure") {
+            return Ok(());
+        }
+        self.printed.insert(index);
+        let run = task.run.filter(|_| status != "pending");
+        eprintln!(
+            "task {}  {status}  {}{}",
+            escape_line(&task.id),
+            run.map_or_else(|| "(no run)".to_owned(), |r| format!("run {r}")),
+            if status == "success" {
+                String::new()
+            } else {
+                format!("  (log {})", log.display())
+            }
+        );
+        Ok(())
+    }
+}
+
+/// The local backend: `jobs` workers at once, child processes of this one, each logging to
+/// `<TASK_ID>.log`.
+fn local(
+    job: &Job<'_>,
+    waiting: Vec<TaskRow>,
+    jobs: usize,
+    signal: &AtomicUsize,
+    report: &mut Report<'_>,
+) -> anyhow::Result<()> {
+    let mut waiting: std::collections::VecDeque<TaskRow> = waiting.into();
     let mut running: Vec<(Child, TaskRow)> = Vec::new();
     let mut forwarded = false;
-    let mut failed = 0usize;
     loop {
         let interrupted = signal.load(Ordering::SeqCst);
         while interrupted == 0 && running.len() < jobs {
@@ -377,23 +511,17 @@ fn local(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<Ex
             let log = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(logs.join(format!("{}.log", task.id)))?;
-            let mut command = Command::new(&exe);
+                .open(job.logs.join(log_name(&task)))?;
+            let mut command = Command::new(&job.exe);
             command
-                .args(["batch", "work", &batch.to_string(), "--task"])
-                .arg(task.index.to_string())
-                .arg("--state-dir")
-                .arg(state_dir.path())
+                .args(job.args(&task.index.to_string()))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log);
-            if let Some(url) = state_dir.store() {
-                command.arg("--store").arg(url);
-            }
-            if let Some(policy) = &run.policy {
-                command.arg("--policy").arg(policy);
-            }
-            running.push((command.spawn()?, task));
+            // Should this process be killed outright, each worker stops its run resumably.
+            cordon_sandbox::host::die_with_parent(&mut command, signal_hook::consts::SIGTERM);
+            let child = command.spawn()?;
+            running.push((child, task));
         }
         if interrupted != 0 && !forwarded {
             forwarded = true;
@@ -405,60 +533,20 @@ fn local(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<Ex
             }
         }
         if running.is_empty() {
-            break;
+            return Ok(());
         }
         let mut index = 0;
         while index < running.len() {
             if running[index].0.try_wait()?.is_some() {
                 let (mut child, task) = running.swap_remove(index);
                 let _ = child.wait();
-                let task = store
-                    .batch_tasks(batch)?
-                    .into_iter()
-                    .find(|t| t.index == task.index)
-                    .unwrap_or(task);
-                let status = task_status(&store, &task)?;
-                let run = task.run.filter(|_| status != "pending");
-                if status != "success" {
-                    failed += 1;
-                }
-                let log = logs.join(format!("{}.log", task.id));
-                eprintln!(
-                    "task {}  {status}  {}{}",
-                    task.id,
-                    run.map_or_else(|| "(no run)".to_owned(), |r| format!("run {r}")),
-                    if status == "success" {
-                        String::new()
-                    } else {
-                        format!("  (log {})", log.display())
-                    }
-                );
+                report.task(task.index, &job.logs.join(log_name(&task)), false)?;
             } else {
                 index += 1;
             }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let interrupted = signal.load(Ordering::SeqCst);
-    if interrupted != 0 {
-        eprintln!("cordon: interrupted; continue with `cordon batch resume {batch}`");
-        return Ok(ExitCode::from(u8::try_from(128 + interrupted).unwrap_or(1)));
-    }
-    let total = store.batch_tasks(batch)?.len();
-    eprintln!(
-        "batch {batch}: {} of {total} tasks succeeded{}",
-        total - failed - waiting.len(),
-        if failed == 0 {
-            String::new()
-        } else {
-            format!("; see `cordon batch status {batch}`")
-        }
-    );
-    Ok(if failed == 0 && waiting.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// One worker: task `--task` of the batch, from the store. A task whose run exists resumes it
@@ -482,6 +570,33 @@ fn work(args: &WorkArgs) -> anyhow::Result<ExitCode> {
     else {
         return Ok(usage(&format!("batch {batch} has no task {}", args.task)));
     };
+    // Every stored field is checked again, as the tasks file's were: the store may be shared,
+    // and the id names the directory this removes and makes.
+    let parsed = match batch::parse_stored(
+        &task.id,
+        &task.repo,
+        task.git_ref.as_deref(),
+        task.prompt.as_deref(),
+        &task.vars,
+    )
+    .and_then(|parsed| batch::check_pipeline_name(&row.pipeline_file).map(|()| parsed))
+    {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            return Ok(usage(&format!(
+                "task {} of batch {batch} in the store is damaged: {err}",
+                args.task
+            )));
+        }
+    };
+    let Some(_task_lock) = store.lock_batch_task(batch, task.index)? else {
+        eprintln!(
+            "cordon: task {} of batch {batch} is being carried out by another worker on this \
+             machine; wait for it (`cordon batch status {batch}`)",
+            parsed.id
+        );
+        return Ok(ExitCode::from(1));
+    };
     let base = super::run::BatchRun {
         pipeline: None,
         workspace: None,
@@ -499,10 +614,16 @@ fn work(args: &WorkArgs) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "cordon: task {}: run {run}'s workspace {} is not on this machine; resume it \
                  with `cordon run --resume {run}` on the machine that began it",
-                task.id,
-                stored.workspace.display()
+                parsed.id,
+                escape_line(&stored.workspace.display().to_string())
             );
             return Ok(ExitCode::from(1));
+        }
+        // A requeued task may start while its previous worker's lease is still live (a node
+        // that vanished): it expires 30 s after the last renewal, so this waits a little longer.
+        let deadline = std::time::Instant::now() + HELD_WAIT;
+        while store.is_held(run) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
         }
         drop(store);
         return super::run::run_for_batch(super::run::BatchRun {
@@ -514,21 +635,8 @@ fn work(args: &WorkArgs) -> anyhow::Result<ExitCode> {
         Ok(snapshot) => snapshot,
         Err(err) => anyhow::bail!("batch {batch}'s tooling snapshot is unreadable: {err}"),
     };
-    let repo = match Repo::parse_stored(&task.repo) {
-        Ok(repo) => repo,
-        Err(err) => anyhow::bail!("task {}: {err}", task.id),
-    };
-    let prompt = match task
-        .prompt
-        .as_deref()
-        .map(|p| batch::fill(p, &task.vars))
-        .transpose()
-    {
-        Ok(prompt) => prompt,
-        Err(err) => anyhow::bail!("task {}: {err}", task.id),
-    };
-    let dest = clone::workspace_dir(state_dir.path(), batch, &task.id);
-    let home = dest.with_file_name(format!(".home-{}", task.id));
+    let dest = clone::workspace_dir(state_dir.path(), batch, &parsed.id);
+    let home = dest.with_file_name(format!(".home-{}", parsed.id));
     for made in [&dest, &home] {
         // A worker that died before its run was created left these: made anew.
         if std::fs::symlink_metadata(made).is_ok() {
@@ -536,30 +644,33 @@ fn work(args: &WorkArgs) -> anyhow::Result<ExitCode> {
         }
     }
     make_private_dirs(&home)?;
-    let parsed = batch::Task {
-        id: task.id.clone(),
-        repo,
-        git_ref: task.git_ref.clone(),
-        prompt: None,
-        vars: task.vars.clone(),
-    };
     if let Err(err) = clone::make(&parsed, &snapshot, &dest, &home) {
-        eprintln!("cordon: task {}: {}", task.id, escape_text(&err));
+        eprintln!("cordon: task {}: {}", parsed.id, escape_text(&err));
         return Ok(ExitCode::from(1));
     }
     drop(store);
     super::run::run_for_batch(super::run::BatchRun {
         pipeline: Some(dest.join(clone::TOOLING_DIR).join(&row.pipeline_file)),
         workspace: Some(dest),
-        prompt,
+        prompt: parsed.prompt,
         link: Some(super::run::BatchLink {
             batch,
             index: task.index,
             expected: task.run,
-            vars: task.vars,
+            vars: parsed.vars,
         }),
         ..base
     })
+}
+
+/// A local worker's log: `<TASK_ID>.log`, or `task-<INDEX>.log` for an id from the store that is
+/// not a task id (the worker then refuses the task as damaged).
+fn log_name(task: &TaskRow) -> String {
+    if batch::valid_id(&task.id) {
+        format!("{}.log", task.id)
+    } else {
+        format!("task-{}.log", task.index)
+    }
 }
 
 /// `path` and its missing parents, mode 0700 (the state directory's own files).

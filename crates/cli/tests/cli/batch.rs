@@ -73,10 +73,17 @@ impl Batch {
 
     /// `batch status ID --json`, as (task, status, run) per task.
     pub fn status(&self, id: &str) -> Vec<(String, String, Option<String>)> {
-        let out = self
-            .cordon(&["batch", "status", id, "--json"])
-            .output()
-            .expect("status");
+        self.status_of(self.cordon(&["batch", "status", id, "--json"]))
+    }
+
+    /// [`Batch::status`] of a batch in the shared store `url`.
+    #[cfg(feature = "scale-out")]
+    pub fn status_in(&self, id: &str, url: &str) -> Vec<(String, String, Option<String>)> {
+        self.status_of(self.cordon(&["batch", "status", id, "--json", "--store", url]))
+    }
+
+    fn status_of(&self, mut command: Command) -> Vec<(String, String, Option<String>)> {
+        let out = command.output().expect("status");
         assert!(
             out.status.success(),
             "{}",
@@ -421,5 +428,301 @@ fn a_tasks_prompt_reaches_its_run_with_its_vars_filled_in() {
     assert!(
         text.contains("\"prompt\":\"Fix issue 42 in {x}\""),
         "{text}"
+    );
+}
+
+#[test]
+fn a_worker_killed_mid_step_leaves_its_run_resumable_and_resume_continues_it() {
+    let b = Batch::new(
+        "name: slow
+steps:
+  - name: wait
+    command: test -f second || (touch second && sleep 60)
+",
+    );
+    let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
+    let pipeline = b.tooling.join("pipeline.yaml");
+    let child = b
+        .cordon(&[
+            "batch",
+            pipeline.to_str().unwrap_or_default(),
+            "--tasks",
+            tasks.to_str().unwrap_or_default(),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let parent = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let worker = loop {
+        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+            .unwrap_or_default();
+        let marked = std::fs::read_dir(b.state.join("batches"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .is_some_and(|e| e.path().join("a/second").exists());
+        if let (true, Some(pid)) = (marked, children.split_whitespace().next()) {
+            break pid.to_owned();
+        }
+        assert!(Instant::now() < deadline, "the task never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &worker])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let id = Batch::id(&out);
+    let before = b.status(&id);
+    assert_eq!(before[0].1, "interrupted", "{before:?}");
+    let resumed = b
+        .cordon(&["batch", "resume", &id])
+        .output()
+        .expect("resume");
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let after = b.status(&id);
+    assert_eq!(
+        (after[0].1.as_str(), &after[0].2),
+        ("success", &before[0].2)
+    );
+}
+
+#[test]
+fn a_tampered_task_in_the_store_is_refused_and_nothing_outside_the_state_directory_is_touched() {
+    let b = Batch::new(PIPELINE);
+    let tasks = b.tasks("{\"id\":\"t\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n");
+    let out = b.submit(&tasks, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = Batch::id(&out);
+    let victim = b.dir.path().join("victim");
+    std::fs::create_dir(&victim).expect("mkdir");
+    std::fs::write(victim.join("data"), "important").expect("write");
+    let conn = rusqlite::Connection::open(b.state.join("cordon.db")).expect("db");
+    conn.execute(
+        "UPDATE batch_tasks SET id = '../../../victim\u{1b}]0;x\u{7}', run = NULL",
+        [],
+    )
+    .expect("tamper");
+    drop(conn);
+    let out = b
+        .cordon(&["batch", "resume", &id])
+        .output()
+        .expect("resume");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "a stored id reached the terminal raw: {stderr:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("data")).ok().as_deref(),
+        Some("important")
+    );
+    assert!(!victim.join(".git").exists());
+    let log =
+        std::fs::read_to_string(b.state.join("batches").join(&id).join("task-0.log")).expect("log");
+    assert!(
+        log.contains("task 0 of batch") && log.contains("in the store is damaged"),
+        "{log}"
+    );
+    let status = b
+        .cordon(&["batch", "status", &id])
+        .output()
+        .expect("status");
+    assert!(!String::from_utf8_lossy(&status.stdout).contains('\u{1b}'));
+}
+
+#[test]
+fn a_local_repository_that_borrows_another_repositorys_objects_or_git_directory_is_refused() {
+    let b = Batch::new(PIPELINE);
+    let secret = b.dir.path().join("secret");
+    std::fs::create_dir(&secret).expect("mkdir");
+    git(&secret, &["init", "-q", "-b", "main"]);
+    std::fs::write(secret.join("key"), "TOPSECRET").expect("write");
+    git(&secret, &["add", "-A"]);
+    git(&secret, &["commit", "-q", "-m", "secret"]);
+    // A gitfile pointing at the secret repository.
+    let gitfile = b.dir.path().join("gitfile");
+    std::fs::create_dir(&gitfile).expect("mkdir");
+    std::fs::write(
+        gitfile.join(".git"),
+        format!("gitdir: {}/.git\n", secret.display()),
+    )
+    .expect("gitfile");
+    // A linked object store and refs.
+    let linked = b.dir.path().join("linked");
+    std::fs::create_dir_all(linked.join(".git")).expect("mkdir");
+    for entry in ["objects", "refs", "HEAD"] {
+        std::os::unix::fs::symlink(
+            secret.join(".git").join(entry),
+            linked.join(".git").join(entry),
+        )
+        .expect("link");
+    }
+    // Alternates into the secret repository's objects.
+    let borrowing = b.dir.path().join("borrowing");
+    git(
+        b.dir.path(),
+        &[
+            "clone",
+            "-q",
+            "--shared",
+            secret.to_str().unwrap_or_default(),
+            "borrowing",
+        ],
+    );
+    for (task, want) in [
+        ("gitfile", "has a `.git` that is a link or a file"),
+        ("linked", "has a link at `objects` in its git directory"),
+        (
+            "borrowing",
+            "borrows from another (`objects/info/alternates`)",
+        ),
+    ] {
+        let tasks = b.tasks(&format!("{{\"id\":\"{task}\",\"repo\":\"{task}\"}}\n"));
+        let out = b.submit(&tasks, &[]);
+        assert_eq!(out.status.code(), Some(1), "{task}");
+        let id = Batch::id(&out);
+        let log = std::fs::read_to_string(
+            b.state
+                .join("batches")
+                .join(&id)
+                .join(format!("{task}.log")),
+        )
+        .expect("log");
+        assert!(log.contains(want), "{task}: {log}");
+        assert!(
+            !b.clone_of(&id, task).join("key").exists(),
+            "{task}: the secret was cloned"
+        );
+    }
+    let _ = borrowing;
+}
+
+#[test]
+fn a_checkout_larger_than_the_bound_is_refused_before_a_file_is_written() {
+    let b = Batch::new(PIPELINE);
+    // One 100 MiB blob of zeros (a few hundred KiB packed), named 90 times: 9 GiB checked out.
+    let big = b.dir.path().join("big");
+    let file = std::fs::File::create(&big).expect("create");
+    file.set_len(100 << 20).expect("size");
+    drop(file);
+    let blob = git(
+        &b.repo,
+        &["hash-object", "-w", big.to_str().unwrap_or_default()],
+    );
+    let tree: String = (0..90)
+        .map(|i| format!("100644 blob {}\tf{i}\n", blob.trim()))
+        .collect();
+    let mut mktree = Command::new("git")
+        .arg("mktree")
+        .current_dir(&b.repo)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("mktree");
+    std::io::Write::write_all(&mut mktree.stdin.take().expect("stdin"), tree.as_bytes())
+        .expect("write tree");
+    let tree = String::from_utf8_lossy(&mktree.wait_with_output().expect("tree").stdout)
+        .trim()
+        .to_owned();
+    let commit = git(&b.repo, &["commit-tree", &tree, "-m", "bomb"]);
+    git(&b.repo, &["update-ref", "refs/heads/bomb", commit.trim()]);
+    let tasks = b.tasks(
+        "{\"id\":\"bomb\",\"repo\":\"repo\",\"ref\":\"bomb\"}\n\
+         {\"id\":\"fine\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n",
+    );
+    let out = b.submit(&tasks, &["--jobs", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = Batch::id(&out);
+    let log =
+        std::fs::read_to_string(b.state.join("batches").join(&id).join("bomb.log")).expect("log");
+    assert!(
+        log.contains("would check out 9000 MiB, more than the 8192 MiB"),
+        "{log}"
+    );
+    assert!(!b.clone_of(&id, "bomb").join("f0").exists());
+    // The control: the same repository at its ordinary ref is taken.
+    assert_eq!(b.status(&id)[1].1, "success");
+}
+
+#[test]
+fn a_batch_killed_outright_stops_its_workers_and_their_runs_stay_resumable() {
+    let b = Batch::new(
+        "name: slow
+steps:
+  - name: wait
+    command: test -f second || (touch second && sleep 60)
+",
+    );
+    let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
+    let pipeline = b.tooling.join("pipeline.yaml");
+    let mut child = b
+        .cordon(&[
+            "batch",
+            pipeline.to_str().unwrap_or_default(),
+            "--tasks",
+            tasks.to_str().unwrap_or_default(),
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let parent = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (worker, id) = loop {
+        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+            .unwrap_or_default();
+        let batch = std::fs::read_dir(b.state.join("batches"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .filter(|e| e.path().join("a/second").exists());
+        if let (Some(batch), Some(pid)) = (batch, children.split_whitespace().next()) {
+            break (
+                pid.to_owned(),
+                batch.file_name().to_string_lossy().into_owned(),
+            );
+        }
+        assert!(Instant::now() < deadline, "the task never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    child.kill().expect("kill -9 the batch");
+    let _ = child.wait();
+    let gone = Instant::now() + Duration::from_secs(30);
+    while std::path::Path::new(&format!("/proc/{worker}")).exists() {
+        assert!(Instant::now() < gone, "the worker outlived its batch");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(b.status(&id)[0].1, "interrupted");
+    let resumed = b
+        .cordon(&["batch", "resume", &id])
+        .output()
+        .expect("resume");
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
     );
 }

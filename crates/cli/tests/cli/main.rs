@@ -31,6 +31,8 @@ mod run_limits;
 mod run_ui;
 mod runs;
 #[cfg(feature = "scale-out")]
+mod slurm;
+#[cfg(feature = "scale-out")]
 mod store;
 mod support;
 mod toolchains;

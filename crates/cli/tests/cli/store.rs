@@ -10,14 +10,14 @@ use crate::run::{Fixture, stderr};
 use crate::support::upstream;
 
 /// A schema of its own on the test server, dropped with it.
-struct Pg {
+pub struct Pg {
     name: String,
-    url: String,
+    pub url: String,
     client: postgres::Client,
 }
 
 impl Pg {
-    fn new() -> Option<Pg> {
+    pub fn new() -> Option<Pg> {
         let base = match std::env::var("CORDON_TEST_POSTGRES") {
             Ok(url) if !url.is_empty() => url,
             _ if std::env::var("CORDON_TEST_MISSING").is_ok_and(|m| m.contains("postgres")) => {
@@ -45,7 +45,7 @@ impl Pg {
         Some(Pg { name, url, client })
     }
 
-    fn rows(&mut self, sql: &str) -> Vec<String> {
+    pub fn rows(&mut self, sql: &str) -> Vec<String> {
         self.client
             .simple_query(sql)
             .expect("query")

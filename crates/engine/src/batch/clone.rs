@@ -4,10 +4,12 @@
 //! The repository is data from elsewhere, so git runs as the push does (DESIGN §10, §18): the
 //! program from fixed system directories, never `PATH`; no system or global configuration; hooks
 //! off; only the `https` protocol, or `file` for a local path, which is cloned with `--no-local`
-//! (objects copied through git's own transport, never hard links or a symlinked object store);
+//! (objects copied through git's own transport, never hard links into the source);
 //! no submodules; no redirects; every object checked (`transfer.fsckObjects`); each command in
-//! its own process group, stopped at its time limit. The tooling is written through a view of
-//! the clone (no link followed) into `.cordon-batch/`, which the repository must not have.
+//! its own process group, stopped at its time limit; a local source that borrows another
+//! repository's objects or refs is refused, and a checkout larger than [`MAX_CHECKOUT`] too. The
+//! tooling is written through a view of the clone (no link followed) into `.cordon-batch/`,
+//! which the repository must not have.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,6 +28,9 @@ pub const BRANCH: &str = "cordon-batch";
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Bytes of data memory git and each helper it starts may use.
 const GIT_MEMORY: u64 = 2 << 30;
+/// The most bytes a task's checkout may hold (the sum of its files' sizes), checked before any
+/// file is written: a small repository can name one large blob many times.
+pub const MAX_CHECKOUT: u64 = 8 << 30;
 
 /// The task's workspace at `dest` (which must not exist; its parent must), with `tooling` in
 /// [`TOOLING_DIR`] committed on [`BRANCH`]. `home` is an empty directory of cordon's own, git's
@@ -45,7 +50,10 @@ pub fn make(
     let parent = dest.parent().unwrap_or(Path::new("/"));
     let source = match &task.repo {
         Repo::Https(url) => url.clone(),
-        Repo::Local(path) => path.display().to_string(),
+        Repo::Local(path) => {
+            refuse_indirections(path)?;
+            path.display().to_string()
+        }
     };
     git.run(
         parent,
@@ -65,6 +73,7 @@ pub fn make(
         "clone",
     )?;
     let commit = git.resolve(dest, task.git_ref.as_deref())?;
+    git.check_size(dest, &commit)?;
     git.run(
         dest,
         &owned(&["checkout", "--quiet", "-B", BRANCH, &commit]),
@@ -106,6 +115,45 @@ pub fn make(
         ]),
         "commit the tooling",
     )?;
+    Ok(())
+}
+
+/// Refuses a local source whose repository reaches elsewhere: git's upload-pack follows a
+/// `.git` file, a linked `objects` or `refs`, a `commondir` and the alternates files, so a
+/// hostile repository could hand the clone another repository of this machine (a password
+/// store, a private checkout). Each entry is looked at without following links; the source is
+/// data at rest (a checkout the user named), read once by the clone right after.
+fn refuse_indirections(source: &Path) -> Result<(), String> {
+    let shown = cordon_protocol::text::escape_line(&source.display().to_string()).into_owned();
+    let kind = |path: &Path| std::fs::symlink_metadata(path).ok().map(|m| m.file_type());
+    let git_dir = match kind(&source.join(".git")) {
+        Some(t) if t.is_dir() => source.join(".git"),
+        Some(_) => {
+            return Err(format!(
+                "the repository {shown} has a `.git` that is a link or a file (a worktree or a                  gitfile pointing elsewhere); clone it to a plain repository and name that"
+            ));
+        }
+        // A bare repository.
+        None => source.to_path_buf(),
+    };
+    for entry in ["objects", "refs", "HEAD", "packed-refs", "config"] {
+        if kind(&git_dir.join(entry)).is_some_and(|t| t.is_symlink()) {
+            return Err(format!(
+                "the repository {shown} has a link at `{entry}` in its git directory; cordon                  clones only a repository whose git directory is its own"
+            ));
+        }
+    }
+    for entry in [
+        "commondir",
+        "objects/info/alternates",
+        "objects/info/http-alternates",
+    ] {
+        if kind(&git_dir.join(entry)).is_some() {
+            return Err(format!(
+                "the repository {shown} borrows from another (`{entry}`); make a standalone                  copy (`git repack -a -d`, then remove `{entry}`) and name that"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -161,6 +209,42 @@ impl Git<'_> {
         ))
     }
 
+    /// Refuses a checkout of `commit` larger than [`MAX_CHECKOUT`], or with more files than
+    /// one bounded listing holds (about 150,000), before any file is written.
+    fn check_size(&self, clone: &Path, commit: &str) -> Result<(), String> {
+        let listing = self.run(
+            clone,
+            &owned(&[
+                "ls-tree",
+                "-r",
+                "--format=%(objectsize)",
+                "--end-of-options",
+                commit,
+            ]),
+            "size the checkout",
+        )?;
+        if listing.len() >= crate::host_program::MAX_OUTPUT {
+            return Err(format!(
+                "the repository {} has more files at its ref than cordon sizes before a checkout                  (a listing of {} MiB); a batch takes smaller repositories",
+                self.shown(),
+                crate::host_program::MAX_OUTPUT >> 20
+            ));
+        }
+        let total = listing
+            .lines()
+            .filter_map(|line| line.trim().parse::<u64>().ok())
+            .fold(0u64, u64::saturating_add);
+        if total > MAX_CHECKOUT {
+            return Err(format!(
+                "the repository {} would check out {} MiB, more than the {} MiB a task's clone                  may hold",
+                self.shown(),
+                total >> 20,
+                MAX_CHECKOUT >> 20
+            ));
+        }
+        Ok(())
+    }
+
     /// git with `args` after the pinned configuration, in `dir`; its stdout.
     fn run(&self, dir: &Path, args: &[String], what: &str) -> Result<String, String> {
         let mut command = Command::new(self.program);
@@ -172,6 +256,9 @@ impl Git<'_> {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_ASKPASS", "")
+            // A partial clone's source could otherwise make git fetch missing objects by
+            // running its configured upload-pack (host git before 2.45.1 did).
+            .env("GIT_NO_LAZY_FETCH", "1")
             .env("LC_ALL", "C")
             .current_dir(dir)
             .stdin(Stdio::null())
@@ -209,8 +296,14 @@ impl Git<'_> {
         }
         if !finished.status.success() {
             let stderr = String::from_utf8_lossy(&finished.stderr);
-            let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            // git's reason is its first `fatal:` line (a refused owner is explained there and
+            // in the lines after it); else the last lines.
+            let lines: Vec<&str> = stderr.lines().collect();
+            let from = lines
+                .iter()
+                .position(|l| l.starts_with("fatal:"))
+                .unwrap_or(lines.len().saturating_sub(3));
+            let tail: Vec<&str> = lines.iter().skip(from).take(4).copied().collect();
             return Err(format!(
                 "git ({what}) of {} failed: {}",
                 self.shown(),

@@ -61,6 +61,22 @@ pub fn confine(command: &mut Command, memory: u64) {
     }
 }
 
+/// Has the program `command` starts get `signal` when the thread that started it ends (this
+/// process, should it be killed outright): a batch's worker is told to stop, as an interrupt
+/// would, instead of being left running with no one waiting for it.
+pub fn die_with_parent(command: &mut Command, signal: i32) {
+    // SAFETY: runs in the forked child before `exec`: `prctl` is async-signal-safe and the
+    // closure allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The signal a [`confine`]d program gets when it writes past its file-size limit.
 pub const FILE_SIZE_SIGNAL: i32 = libc::SIGXFSZ;
 

@@ -144,3 +144,15 @@ fn a_batch_is_found_by_a_unique_prefix_of_its_id() {
         );
     });
 }
+
+#[test]
+fn one_worker_of_this_machine_holds_a_task_at_a_time() {
+    let (_dir, store) = crate::store();
+    let b = RunId::from_u128(5);
+    let held = store.lock_batch_task(b, 0).expect("lock");
+    assert!(held.is_some());
+    assert!(store.lock_batch_task(b, 0).expect("lock").is_none(), "a second worker");
+    assert!(store.lock_batch_task(b, 1).expect("lock").is_some(), "another task");
+    drop(held);
+    assert!(store.lock_batch_task(b, 0).expect("lock").is_some(), "released");
+}

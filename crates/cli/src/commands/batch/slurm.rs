@@ -1,0 +1,181 @@
+//! The Slurm backend (DESIGN §16): the batch's tasks become one `sbatch` array job whose tasks
+//! run `cordon batch work` on the cluster's nodes against the shared store. Slurm places and
+//! requeues them; cordon schedules nothing. A requeued task finds its run in the store and
+//! resumes it once the previous holder's lease is gone; `scancel` (which `cordon batch` sends when
+//! interrupted) gives each worker `SIGTERM`, which stops its run resumably.
+
+use std::io::BufRead as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cordon_store::TaskRow;
+
+use super::{Job, Report};
+
+/// Where Slurm's client commands may be: never the user's `PATH`.
+const SLURM_DIRS: &[&str] = &["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"];
+/// How long `sbatch --wait` is given to return after the job was cancelled.
+const AFTER_CANCEL: Duration = Duration::from_secs(90);
+
+fn program(name: &str) -> Result<PathBuf, String> {
+    SLURM_DIRS
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "the slurm backend runs `{name}` from {}, and there is none; install Slurm's \
+                 client commands",
+                SLURM_DIRS.join(", ")
+            )
+        })
+}
+
+/// `text` as one single-quoted shell word.
+fn quoted(text: &std::ffi::OsStr) -> String {
+    format!("'{}'", text.to_string_lossy().replace('\'', "'\\''"))
+}
+
+/// Submits the array of `waiting` and waits for it, printing each task as its run ends. `Err`
+/// is a usage problem (no shared store, no Slurm).
+pub(super) fn run(
+    job: &Job<'_>,
+    waiting: &[TaskRow],
+    jobs: u32,
+    signal: &AtomicUsize,
+    report: &mut Report<'_>,
+) -> anyhow::Result<Result<(), String>> {
+    if job.state_dir.store().is_none() {
+        return Ok(Err(
+            "the slurm backend needs a shared store: its workers run on other nodes, where they \
+             read their tasks and write their runs; pass --store postgres://USER@HOST/DB (or set \
+             $CORDON_STORE)"
+                .to_owned(),
+        ));
+    }
+    if waiting.is_empty() {
+        return Ok(Ok(()));
+    }
+    let (sbatch, scancel) = match (program("sbatch"), program("scancel")) {
+        (Ok(sbatch), Ok(scancel)) => (sbatch, scancel),
+        (Err(err), _) | (_, Err(err)) => return Ok(Err(err)),
+    };
+    // The job script: the worker with its arguments, the task index from Slurm.
+    let mut script = String::from("#!/bin/sh\nexec");
+    for arg in std::iter::once(job.exe.clone().into_os_string()).chain(job.args("@TASK@")) {
+        script.push(' ');
+        if arg == "@TASK@" {
+            script.push_str("\"$SLURM_ARRAY_TASK_ID\"");
+        } else {
+            script.push_str(&quoted(&arg));
+        }
+    }
+    script.push('\n');
+    let path = job.logs.join("slurm-job.sh");
+    let _ = std::fs::remove_file(&path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, script.as_bytes()))?;
+    let indexes: Vec<String> = waiting.iter().map(|t| t.index.to_string()).collect();
+    let mut child = Command::new(&sbatch)
+        .arg("--parsable")
+        .arg("--wait")
+        .arg("--requeue")
+        .arg(format!("--job-name=cordon-batch-{}", job.batch))
+        .arg(format!("--array={}%{jobs}", indexes.join(",")))
+        .arg("--output")
+        .arg(job.logs.join("slurm-%a.log"))
+        .arg("--open-mode=append")
+        .arg("--chdir")
+        .arg(job.logs)
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // `--parsable`: the job id (`ID` or `ID;CLUSTER`) is the first line, printed at submission.
+    let (send, receive) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take();
+    std::thread::spawn(move || {
+        if let Some(stdout) = stdout {
+            let mut reader = std::io::BufReader::new(std::io::Read::take(stdout, 64 << 10));
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let _ = send.send(line);
+            // The rest is read (and dropped), so sbatch never blocks on a full pipe.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        }
+    });
+    let stderr = child.stderr.take();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(stderr) = stderr {
+            let _ = std::io::Read::read_to_string(
+                &mut std::io::Read::take(stderr, 64 << 10),
+                &mut text,
+            );
+        }
+        text
+    });
+    let mut id: Option<String> = None;
+    let mut cancelled: Option<Instant> = None;
+    let log = |task: &TaskRow| job.logs.join(format!("slurm-{}.log", task.index));
+    let status = loop {
+        if id.is_none()
+            && let Ok(line) = receive.try_recv()
+        {
+            let job_id = line.trim().split(';').next().unwrap_or_default().to_owned();
+            if job_id.bytes().all(|b| b.is_ascii_digit()) && !job_id.is_empty() {
+                eprintln!("slurm job {job_id}");
+                id = Some(job_id);
+            }
+        }
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if signal.load(Ordering::SeqCst) != 0 && cancelled.is_none() {
+            if let Some(job_id) = &id {
+                // Every running task's processes get SIGTERM: each worker appends
+                // `run.interrupted`, releases its lease and ends.
+                let _ = Command::new(&scancel)
+                    .args(["--signal=TERM", "--full", job_id])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                let _ = Command::new(&scancel)
+                    .arg(job_id)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+            cancelled = Some(Instant::now());
+        }
+        if cancelled.is_some_and(|at| at.elapsed() > AFTER_CANCEL) {
+            let _ = child.kill();
+            break child.wait()?;
+        }
+        for task in waiting {
+            report.task(task.index, &log(task), true)?;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let stderr = stderr.join().unwrap_or_default();
+    if id.is_none() && !status.success() {
+        anyhow::bail!(
+            "sbatch refused the batch's job: {}",
+            cordon_protocol::text::escape_line(stderr.trim())
+        );
+    }
+    for task in waiting {
+        report.task(task.index, &log(task), false)?;
+    }
+    Ok(Ok(()))
+}

@@ -1,0 +1,295 @@
+//! `cordon batch --backend slurm` against the real single-node Slurm cluster CI starts
+//! (`.ci/slurm`: controller, node daemon and munge on this machine) and the real PostgreSQL
+//! server: a batch runs to success with its events in the store, a requeued task resumes its run
+//! with one contiguous log, and an interrupted batch is cancelled with its runs resumable.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::batch::Batch;
+use crate::store::Pg;
+
+/// Whether the cluster is up (`$CORDON_TEST_SLURM`); a build with `scale-out` needs it unless
+/// `slurm` is listed in `CORDON_TEST_MISSING`.
+fn cluster() -> bool {
+    if std::env::var_os("CORDON_TEST_SLURM").is_some() {
+        return true;
+    }
+    if std::env::var("CORDON_TEST_MISSING").is_ok_and(|m| m.contains("slurm")) {
+        return false;
+    }
+    panic!(
+        "built with scale-out but $CORDON_TEST_SLURM is unset: start a cluster with `.ci/slurm` \
+         and export what it prints, or list `slurm` in CORDON_TEST_MISSING"
+    );
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const SLOW: &str = "name: slow
+steps:
+  - name: wait
+    command: test -f second || (touch second && sleep 120)
+";
+
+/// The `slurm job ID` line of a batch's stderr, read as it is printed.
+fn job_id(lines: &std::sync::mpsc::Receiver<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .expect("no `slurm job ID` line within 60 s");
+        if let Some(id) = line.strip_prefix("slurm job ") {
+            return id.to_owned();
+        }
+    }
+}
+
+/// Starts `cordon batch` on SLOW's one task, returning the child, its stderr lines (also kept
+/// whole in the returned vector when it ends) and the Slurm job id.
+fn start_slow(
+    b: &Batch,
+    pg: &Pg,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    String,
+) {
+    let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
+    let pipeline = b.tooling.join("pipeline.yaml");
+    let mut child = b
+        .cordon(&[
+            "batch",
+            pipeline.to_str().unwrap_or_default(),
+            "--tasks",
+            tasks.to_str().unwrap_or_default(),
+            "--backend",
+            "slurm",
+            "--store",
+            &pg.url,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (send, lines) = std::sync::mpsc::channel();
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = std::sync::Arc::clone(&kept);
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            keep.lock().expect("lock").push(line.clone());
+            let _ = send.send(line);
+        }
+    });
+    let id = job_id(&lines);
+    (child, lines, kept, id)
+}
+
+/// Waits (bounded) until the task's clone has SLOW's marker: its step is sleeping.
+fn wait_for_marker(b: &Batch) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let marked = std::fs::read_dir(b.state.join("batches"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .is_some_and(|e| e.path().join("a/second").exists());
+        if marked {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task never started on the cluster"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("cordon batch did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_batch_of_three_runs_to_success_on_slurm_with_its_events_in_postgres() {
+    let Some(mut pg) = Pg::new() else { return };
+    if !cluster() {
+        return;
+    }
+    let b = Batch::new(
+        "name: demo
+steps:
+  - name: build
+    command: echo \"built $CORDON_VAR_n on $SLURM_JOB_ID\" > built.txt
+",
+    );
+    let tasks = b.tasks(
+        "{\"id\":\"a\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n\
+         {\"id\":\"b\",\"repo\":\"repo\",\"vars\":{\"n\":\"2\"}}\n\
+         {\"id\":\"c\",\"repo\":\"repo\",\"vars\":{\"n\":\"3\"}}\n",
+    );
+    let out = b.submit(&tasks, &["--backend", "slurm", "--store", &pg.url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let id = Batch::id(&out);
+    let stderr = text(&out);
+    assert!(stderr.contains("slurm job "), "{stderr}");
+    assert!(
+        stderr.contains(&format!("batch {id}: 3 of 3 tasks succeeded")),
+        "{stderr}"
+    );
+    for (task, n) in [("a", "1"), ("b", "2"), ("c", "3")] {
+        let built =
+            std::fs::read_to_string(b.clone_of(&id, task).join("built.txt")).expect("built");
+        // The step ran under Slurm: the job's id reached it through the worker's environment.
+        assert!(
+            built.starts_with(&format!("built {n} on ")) && built.trim().len() > 11,
+            "{built}"
+        );
+    }
+    let finished = pg.rows(&format!(
+        "SELECT count(*) FROM events e JOIN batch_tasks t ON t.run = e.run \
+         WHERE t.batch = '{id}' AND e.type = 'run.finished'"
+    ));
+    assert_eq!(finished, ["3"]);
+    assert!(!b.state.join("cordon.db").exists());
+}
+
+#[test]
+fn a_requeued_slurm_task_resumes_its_run_with_one_contiguous_log() {
+    let Some(mut pg) = Pg::new() else { return };
+    if !cluster() {
+        return;
+    }
+    let b = Batch::new(SLOW);
+    let (mut child, _lines, kept, job) = start_slow(&b, &pg);
+    wait_for_marker(&b);
+    std::thread::sleep(Duration::from_millis(500));
+    let requeue = Command::new("scontrol")
+        .args(["requeue", &format!("{job}_0")])
+        .output()
+        .expect("scontrol");
+    assert!(requeue.status.success(), "{}", text(&requeue));
+    let status = wait_bounded(&mut child, Duration::from_secs(240));
+    let stderr = kept.lock().expect("lock").join("\n");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let id = stderr
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("batch "))
+        .expect("batch line")
+        .to_owned();
+    let run = pg.rows(&format!("SELECT run FROM batch_tasks WHERE batch = '{id}'"));
+    assert_eq!(run.len(), 1);
+    let run = &run[0];
+    let seqs = pg.rows(&format!(
+        "SELECT seq FROM events WHERE run = '{run}' ORDER BY seq"
+    ));
+    let want: Vec<String> = (1..=seqs.len()).map(|n| n.to_string()).collect();
+    assert_eq!(seqs, want, "one contiguous log");
+    let types = pg.rows(&format!(
+        "SELECT type FROM events WHERE run = '{run}' ORDER BY seq"
+    ));
+    assert_eq!(
+        types.iter().filter(|t| *t == "run.started").count(),
+        1,
+        "{types:?}"
+    );
+    assert_eq!(
+        types.iter().filter(|t| *t == "run.resumed").count(),
+        1,
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run.finished"),
+        "{types:?}"
+    );
+}
+
+#[test]
+fn an_interrupted_slurm_batch_is_cancelled_and_its_runs_stop_resumably() {
+    let Some(pg) = Pg::new() else { return };
+    if !cluster() {
+        return;
+    }
+    let b = Batch::new(SLOW);
+    let (mut child, _lines, kept, job) = start_slow(&b, &pg);
+    wait_for_marker(&b);
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = wait_bounded(&mut child, Duration::from_secs(150));
+    let stderr = kept.lock().expect("lock").join("\n");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("continue with `cordon batch resume"),
+        "{stderr}"
+    );
+    let id = stderr
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("batch "))
+        .expect("batch line")
+        .to_owned();
+    // The job is gone from the cluster, and the run is interrupted, not running.
+    let queue = Command::new("squeue")
+        .args(["-h", "-j", &job])
+        .output()
+        .expect("squeue");
+    assert_eq!(
+        String::from_utf8_lossy(&queue.stdout).trim(),
+        "",
+        "{}",
+        text(&queue)
+    );
+    let state = b.status_in(&id, &pg.url);
+    assert_eq!(state[0].1, "interrupted", "{state:?}");
+    // `batch resume` finishes it on the cluster, the same run.
+    let resumed = b
+        .cordon(&[
+            "batch",
+            "resume",
+            &id,
+            "--backend",
+            "slurm",
+            "--store",
+            &pg.url,
+        ])
+        .output()
+        .expect("resume");
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    let after = b.status_in(&id, &pg.url);
+    assert_eq!((after[0].1.as_str(), &after[0].2), ("success", &state[0].2));
+}
+
+#[test]
+fn the_slurm_backend_without_a_shared_store_is_refused_with_the_fix() {
+    let b = Batch::new(SLOW);
+    let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
+    let out = b.submit(&tasks, &["--backend", "slurm"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("the slurm backend needs a shared store"),
+        "{}",
+        text(&out)
+    );
+}
