@@ -2,8 +2,10 @@
 //! clone of a small repository, run by `cordon batch --backend local` with `--jobs 1` and
 //! `--jobs 2`, side by side with the same work done by hand — `git clone` then `cordon run`, one
 //! task after another — and with the floor of no cordon at all (`git clone` then the step's
-//! command). Prints runs per minute and the ratios. `CORDON_BIN` names the binary (default
-//! `target/dist/cordon`, `cargo build --profile dist -p cordon-cli`).
+//! command). With `CORDON_BENCH_STORE` naming a PostgreSQL store, also `--jobs 2` against it and,
+//! with a Slurm cluster up (`.ci/slurm`, `SLURM_CONF`), `--backend slurm`. Prints runs per
+//! minute and the ratios. `CORDON_BIN` names the binary (default `target/dist/cordon`, `cargo
+//! build --profile dist -p cordon-cli --features scale-out`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,6 +78,10 @@ fn main() {
         .map(|i| format!("{{\"id\":\"t{i}\",\"repo\":\"{}\"}}\n", repo.display()))
         .collect();
     std::fs::write(root.join("tasks.jsonl"), tasks).expect("tasks");
+    let store = std::env::var("CORDON_BENCH_STORE")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let slurm = std::env::var_os("SLURM_CONF").is_some() && Path::new("/usr/bin/sbatch").is_file();
     let mut rows: Vec<(&str, Vec<Duration>)> = Vec::new();
     for round in 0..ROUNDS {
         let mut time = |name: &'static str, work: &mut dyn FnMut(&Path)| {
@@ -115,17 +121,33 @@ fn main() {
                     .arg(clone.join("pipeline.yaml")));
             }
         });
-        for (name, jobs) in [
-            ("cordon batch --jobs 1", "1"),
-            ("cordon batch --jobs 2", "2"),
-        ] {
+        let mut variants: Vec<(&'static str, Vec<String>)> = vec![
+            ("cordon batch --jobs 1", vec!["--jobs".into(), "1".into()]),
+            ("cordon batch --jobs 2", vec!["--jobs".into(), "2".into()]),
+        ];
+        // With a PostgreSQL store (`CORDON_BENCH_STORE`, its password as for any run): the local
+        // backend against it, and the Slurm backend when a cluster is up (`.ci/slurm`).
+        if let Some(url) = &store {
+            let shared = |backend: &str| -> Vec<String> {
+                ["--backend", backend, "--jobs", "2", "--store", url]
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect()
+            };
+            variants.push(("cordon batch --jobs 2, PostgreSQL store", shared("local")));
+            if slurm {
+                variants.push(("cordon batch --backend slurm, PostgreSQL", shared("slurm")));
+            }
+        }
+        for (name, args) in variants {
             time(name, &mut |scratch| {
                 ok(Command::new(&bin)
                     .arg("batch")
                     .arg(tooling.join("pipeline.yaml"))
                     .arg("--tasks")
                     .arg(root.join("tasks.jsonl"))
-                    .args(["--jobs", jobs, "--state-dir"])
+                    .args(&args)
+                    .arg("--state-dir")
                     .arg(scratch.join("state")));
             });
         }

@@ -640,6 +640,42 @@ fn run_dir(state_dir: &Path, run: RunId) -> PathBuf {
     state_dir.join("runs").join(run.to_string())
 }
 
+/// Set by the binary's signal handler when an interrupt (`SIGINT`, `SIGTERM`) is stopping the
+/// run: a step's command killed by a signal meanwhile is not judged (see [`stopping_kill`]).
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks this process as stopping on an interrupt (the signal handler, before it appends
+/// `run.interrupted`).
+pub fn note_stopping() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// How long a step's command killed by a signal waits for the interrupt that may have sent it.
+const STOPPING_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a command that ended by `SIGTERM`, `SIGINT`, `SIGHUP` or `SIGKILL` (or a shell's
+/// 128 + one of them) did so because the whole process is being stopped: a scheduler stopping
+/// or requeuing a job (Slurm's `scancel`, `scontrol requeue`) signals every process of the job,
+/// the step's commands as well as cordon. Such an end is not the command's verdict; the run is
+/// interrupted (the signal handler records it and ends the process). Waits up to 2 s for the
+/// handler to have noted the interrupt, since the command's end may be seen first.
+pub fn stopping_kill(exit_code: i32) -> bool {
+    const SIGNALS: [i32; 4] = [1, 2, 9, 15];
+    if !SIGNALS.iter().any(|s| exit_code == 128 + s) {
+        return false;
+    }
+    let deadline = std::time::Instant::now() + STOPPING_GRACE;
+    loop {
+        if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Where a run's delivery keeps its scratch repository while it pushes (removed when the push
 /// ends, by the signal handler of an interrupted cordon, and at resume after a `kill -9`).
 pub fn delivery_scratch(state_dir: &Path, run: RunId) -> PathBuf {

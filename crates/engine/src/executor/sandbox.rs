@@ -347,6 +347,17 @@ impl Live {
             }
         }
         .map_err(convert)?;
+        if !outcome.timed_out
+            && outcome.stopped.is_none()
+            && outcome.oom.is_none()
+            && crate::run::stopping_kill(outcome.exit_code())
+        {
+            // The signal handler is ending the process with `run.interrupted`: this step's end
+            // is left unrecorded, so a resume runs it again from its start.
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(60));
+            }
+        }
         Ok(CommandResult {
             exit_code: outcome.exit_code(),
             timed_out: outcome.timed_out,

@@ -151,8 +151,17 @@ fn one_worker_of_this_machine_holds_a_task_at_a_time() {
     let b = RunId::from_u128(5);
     let held = store.lock_batch_task(b, 0).expect("lock");
     assert!(held.is_some());
-    assert!(store.lock_batch_task(b, 0).expect("lock").is_none(), "a second worker");
-    assert!(store.lock_batch_task(b, 1).expect("lock").is_some(), "another task");
+    assert!(
+        store.lock_batch_task(b, 0).expect("lock").is_none(),
+        "a second worker"
+    );
+    assert!(
+        store.lock_batch_task(b, 1).expect("lock").is_some(),
+        "another task"
+    );
     drop(held);
-    assert!(store.lock_batch_task(b, 0).expect("lock").is_some(), "released");
+    assert!(
+        store.lock_batch_task(b, 0).expect("lock").is_some(),
+        "released"
+    );
 }

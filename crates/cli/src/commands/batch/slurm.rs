@@ -17,8 +17,20 @@ use super::{Job, Report};
 
 /// Where Slurm's client commands may be: never the user's `PATH`.
 const SLURM_DIRS: &[&str] = &["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"];
-/// How long `sbatch --wait` is given to return after the job was cancelled.
+/// How long the workers are given to stop on their own after an interrupt.
+const WORKERS_STOP: Duration = Duration::from_secs(30);
+/// How long `sbatch --wait` is given to return after an interrupt.
 const AFTER_CANCEL: Duration = Duration::from_secs(90);
+
+/// `scancel ARGS`, its output dropped (a job already gone is no error here).
+fn scancel(program: &Path, args: &[&str]) {
+    let _ = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
 
 fn program(name: &str) -> Result<PathBuf, String> {
     SLURM_DIRS
@@ -59,7 +71,7 @@ pub(super) fn run(
     if waiting.is_empty() {
         return Ok(Ok(()));
     }
-    let (sbatch, scancel) = match (program("sbatch"), program("scancel")) {
+    let (sbatch, scancel_program) = match (program("sbatch"), program("scancel")) {
         (Ok(sbatch), Ok(scancel)) => (sbatch, scancel),
         (Err(err), _) | (_, Err(err)) => return Ok(Err(err)),
     };
@@ -125,6 +137,7 @@ pub(super) fn run(
     });
     let mut id: Option<String> = None;
     let mut cancelled: Option<Instant> = None;
+    let mut forced = false;
     let log = |task: &TaskRow| job.logs.join(format!("slurm-{}.log", task.index));
     let status = loop {
         if id.is_none()
@@ -141,26 +154,27 @@ pub(super) fn run(
         }
         if signal.load(Ordering::SeqCst) != 0 && cancelled.is_none() {
             if let Some(job_id) = &id {
-                // Every running task's processes get SIGTERM: each worker appends
-                // `run.interrupted`, releases its lease and ends.
-                let _ = Command::new(&scancel)
-                    .args(["--signal=TERM", "--full", job_id])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
-                let _ = Command::new(&scancel)
-                    .arg(job_id)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
+                // The tasks not started are dropped; each running worker (the batch shell: the
+                // job script `exec`s it) gets SIGTERM alone, appends `run.interrupted`, releases
+                // its lease and ends, which ends its array task.
+                scancel(&scancel_program, &["--state=PENDING", job_id]);
+                scancel(&scancel_program, &["--signal=TERM", "--batch", job_id]);
             }
             cancelled = Some(Instant::now());
         }
-        if cancelled.is_some_and(|at| at.elapsed() > AFTER_CANCEL) {
-            let _ = child.kill();
-            break child.wait()?;
+        if let Some(at) = cancelled {
+            if at.elapsed() > WORKERS_STOP && !forced {
+                // A worker that did not end: the job is cancelled whole (SIGTERM to every
+                // process, then SIGKILL after the cluster's KillWait).
+                if let Some(job_id) = &id {
+                    scancel(&scancel_program, &[job_id]);
+                }
+                forced = true;
+            }
+            if at.elapsed() > AFTER_CANCEL {
+                let _ = child.kill();
+                break child.wait()?;
+            }
         }
         for task in waiting {
             report.task(task.index, &log(task), true)?;

@@ -232,6 +232,7 @@ fn exit_on_signals(run: RunId, state_dir: &StateDir) {
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
             SIGNALLED.store(signal, std::sync::atomic::Ordering::SeqCst);
+            cordon_engine::run::note_stopping();
             // The engine may be appending on its own connection at this moment: the store then
             // refuses this one's write (busy, or the sequence number taken), so it is tried
             // again, for at most a second. One connection: a shared store that does not answer
