@@ -143,14 +143,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Some(Sub::Status(status)) => self::status(&status),
         Some(Sub::Resume(resume)) => {
-            let state_dir = match resume.run.state_dir.resolve_with(&resume.run.store) {
-                Ok(dir) => dir,
-                Err(code) => return Ok(code),
-            };
-            let (store, batch) = match find(&state_dir, &resume.batch)? {
-                Ok(found) => found,
-                Err(code) => return Ok(code),
-            };
+            let (state_dir, store, batch) =
+                match open(&resume.run.state_dir, &resume.run.store, &resume.batch)? {
+                    Ok(found) => found,
+                    Err(code) => return Ok(code),
+                };
             drop(store);
             workers(&resume.run, &state_dir, batch)
         }
@@ -272,6 +269,19 @@ fn read_tasks(path: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("the tasks file {shown} is not UTF-8 text"))
 }
 
+/// The state directory, its store and the batch `text` names, or the exit to end with.
+fn open(
+    state_dir: &StateDirArg,
+    store: &StoreArg,
+    text: &str,
+) -> anyhow::Result<Result<(StateDir, Store, RunId), ExitCode>> {
+    let state_dir = match state_dir.resolve_with(store) {
+        Ok(dir) => dir,
+        Err(code) => return Ok(Err(code)),
+    };
+    Ok(find(&state_dir, text)?.map(|(store, batch)| (state_dir, store, batch)))
+}
+
 /// The store and the batch `text` names, or the usage exit (no store yet, no such batch).
 fn find(state_dir: &StateDir, text: &str) -> anyhow::Result<Result<(Store, RunId), ExitCode>> {
     if !state_dir.has_runs_stored() {
@@ -299,11 +309,7 @@ fn task_status(store: &Store, task: &TaskRow) -> anyhow::Result<&'static str> {
 }
 
 fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let state_dir = match args.state_dir.resolve_with(&args.store) {
-        Ok(dir) => dir,
-        Err(code) => return Ok(code),
-    };
-    let (store, batch) = match find(&state_dir, &args.batch)? {
+    let (_state_dir, store, batch) = match open(&args.state_dir, &args.store, &args.batch)? {
         Ok(found) => found,
         Err(code) => return Ok(code),
     };
@@ -552,11 +558,7 @@ fn local(
 /// One worker: task `--task` of the batch, from the store. A task whose run exists resumes it
 /// (its clone must be on this machine); any other is cloned afresh and run.
 fn work(args: &WorkArgs) -> anyhow::Result<ExitCode> {
-    let state_dir = match args.state_dir.resolve_with(&args.store) {
-        Ok(dir) => dir,
-        Err(code) => return Ok(code),
-    };
-    let (store, batch) = match find(&state_dir, &args.batch)? {
+    let (state_dir, store, batch) = match open(&args.state_dir, &args.store, &args.batch)? {
         Ok(found) => found,
         Err(code) => return Ok(code),
     };

@@ -102,9 +102,69 @@ impl Batch {
             .collect()
     }
 
+    /// `cordon batch` on the tooling's pipeline and `tasks`, running (stderr piped).
+    pub fn spawn(&self, tasks: &Path, extra: &[&str]) -> std::process::Child {
+        let pipeline = self.tooling.join("pipeline.yaml");
+        let mut args = vec![
+            "batch",
+            pipeline.to_str().unwrap_or_default(),
+            "--tasks",
+            tasks.to_str().unwrap_or_default(),
+        ];
+        args.extend_from_slice(extra);
+        self.cordon(&args)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn cordon batch")
+    }
+
+    /// The batch id, once each of `tasks`' clones has the marker `second` (its step sleeping),
+    /// waited for `limit` at most; `child` is stopped and its stderr shown when it never comes.
+    pub fn wait_marked(
+        &self,
+        child: &mut std::process::Child,
+        tasks: &[&str],
+        limit: Duration,
+    ) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let batch = std::fs::read_dir(self.state.join("batches"))
+                .ok()
+                .and_then(|mut d| d.next())
+                .and_then(Result::ok)
+                .filter(|e| {
+                    tasks
+                        .iter()
+                        .all(|t| e.path().join(t).join("second").exists())
+                });
+            if let Some(batch) = batch {
+                return batch.file_name().to_string_lossy().into_owned();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let mut stderr = String::new();
+                if let Some(mut pipe) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+                }
+                panic!("the tasks never started: {stderr}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     pub fn clone_of(&self, id: &str, task: &str) -> PathBuf {
         self.state.join("batches").join(id).join(task)
     }
+}
+
+/// The first child process of `parent` (a local batch's worker).
+fn first_child(parent: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .expect("a worker")
+        .to_owned()
 }
 
 const PIPELINE: &str = "name: demo
@@ -189,42 +249,9 @@ steps:
         "{\"id\":\"a\",\"repo\":\"repo\",\"vars\":{\"n\":\"7\"}}\n\
          {\"id\":\"b\",\"repo\":\"repo\",\"vars\":{\"n\":\"7\"}}\n",
     );
-    let pipeline = b.tooling.join("pipeline.yaml");
-    let mut child = b
-        .cordon(&[
-            "batch",
-            pipeline.to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-        ])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child = b.spawn(&tasks, &[]);
     // Both steps are sleeping once each clone has its marker.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let batches = b.state.join("batches");
-    let started = || {
-        std::fs::read_dir(&batches)
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
-            .is_some_and(|e| {
-                ["a", "b"]
-                    .iter()
-                    .all(|t| e.path().join(t).join("second").exists())
-            })
-    };
-    while !started() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait");
-            panic!(
-                "the tasks never started: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    b.wait_marked(&mut child, &["a", "b"], Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(300));
     let pid = i32::try_from(child.id()).expect("pid");
     assert!(
@@ -441,33 +468,9 @@ steps:
 ",
     );
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let pipeline = b.tooling.join("pipeline.yaml");
-    let child = b
-        .cordon(&[
-            "batch",
-            pipeline.to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-        ])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let parent = child.id();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let worker = loop {
-        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
-            .unwrap_or_default();
-        let marked = std::fs::read_dir(b.state.join("batches"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(Result::ok)
-            .is_some_and(|e| e.path().join("a/second").exists());
-        if let (true, Some(pid)) = (marked, children.split_whitespace().next()) {
-            break pid.to_owned();
-        }
-        assert!(Instant::now() < deadline, "the task never started");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut child = b.spawn(&tasks, &[]);
+    b.wait_marked(&mut child, &["a"], Duration::from_secs(60));
+    let worker = first_child(child.id());
     assert!(
         Command::new("kill")
             .args(["-KILL", &worker])
@@ -677,36 +680,9 @@ steps:
 ",
     );
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let pipeline = b.tooling.join("pipeline.yaml");
-    let mut child = b
-        .cordon(&[
-            "batch",
-            pipeline.to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-        ])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let parent = child.id();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (worker, id) = loop {
-        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
-            .unwrap_or_default();
-        let batch = std::fs::read_dir(b.state.join("batches"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(Result::ok)
-            .filter(|e| e.path().join("a/second").exists());
-        if let (Some(batch), Some(pid)) = (batch, children.split_whitespace().next()) {
-            break (
-                pid.to_owned(),
-                batch.file_name().to_string_lossy().into_owned(),
-            );
-        }
-        assert!(Instant::now() < deadline, "the task never started");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut child = b.spawn(&tasks, &[]);
+    let id = b.wait_marked(&mut child, &["a"], Duration::from_secs(60));
+    let worker = first_child(child.id());
     child.kill().expect("kill -9 the batch");
     let _ = child.wait();
     let gone = Instant::now() + Duration::from_secs(30);

@@ -3,7 +3,7 @@
 //! server: a batch runs to success with its events in the store, a requeued task resumes its run
 //! with one contiguous log, and an interrupted batch is cancelled with its runs resumable.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::batch::Batch;
@@ -60,21 +60,7 @@ fn start_slow(
     String,
 ) {
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let pipeline = b.tooling.join("pipeline.yaml");
-    let mut child = b
-        .cordon(&[
-            "batch",
-            pipeline.to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-            "--backend",
-            "slurm",
-            "--store",
-            &pg.url,
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child = b.spawn(&tasks, &["--backend", "slurm", "--store", &pg.url]);
     let (send, lines) = std::sync::mpsc::channel();
     let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let keep = std::sync::Arc::clone(&kept);
@@ -87,26 +73,6 @@ fn start_slow(
     });
     let id = job_id(&lines);
     (child, lines, kept, id)
-}
-
-/// Waits (bounded) until the task's clone has SLOW's marker: its step is sleeping.
-fn wait_for_marker(b: &Batch) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let marked = std::fs::read_dir(b.state.join("batches"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(Result::ok)
-            .is_some_and(|e| e.path().join("a/second").exists());
-        if marked {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the task never started on the cluster"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
@@ -181,7 +147,7 @@ fn a_requeued_slurm_task_resumes_its_run_with_one_contiguous_log() {
     }
     let b = Batch::new(SLOW);
     let (mut child, _lines, kept, job) = start_slow(&b, &pg);
-    wait_for_marker(&b);
+    b.wait_marked(&mut child, &["a"], Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(500));
     let requeue = Command::new("scontrol")
         .args(["requeue", &format!("{job}_0")])
@@ -233,7 +199,7 @@ fn an_interrupted_slurm_batch_is_cancelled_and_its_runs_stop_resumably() {
     }
     let b = Batch::new(SLOW);
     let (mut child, _lines, kept, job) = start_slow(&b, &pg);
-    wait_for_marker(&b);
+    b.wait_marked(&mut child, &["a"], Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(500));
     let pid = child.id().to_string();
     assert!(
