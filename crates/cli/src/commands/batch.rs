@@ -551,7 +551,7 @@ fn local(
                 index += 1;
             }
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
