@@ -462,36 +462,38 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
-    /// Prints the task `index` (as the store has it now) unless it was printed; `only_ended`:
-    /// only once its run has ended.
-    fn task(&mut self, index: u32, log: &Path, only_ended: bool) -> anyhow::Result<()> {
-        if self.printed.contains(&index) {
+    /// Prints each task of `indexes` not printed yet (as the store has it now: one read of the
+    /// batch's tasks), its log named by `log`; `only_ended`: only those whose run has ended.
+    fn tasks(
+        &mut self,
+        indexes: &[u32],
+        log: &dyn Fn(&TaskRow) -> PathBuf,
+        only_ended: bool,
+    ) -> anyhow::Result<()> {
+        if indexes.iter().all(|i| self.printed.contains(i)) {
             return Ok(());
         }
-        let Some(task) = self
-            .store
-            .batch_tasks(self.batch)?
-            .into_iter()
-            .find(|t| t.index == index)
-        else {
-            return Ok(());
-        };
-        let status = task_status(self.store, &task)?;
-        if only_ended && !matches!(status, "success" | "failure") {
-            return Ok(());
-        }
-        self.printed.insert(index);
-        let run = task.run.filter(|_| status != "pending");
-        eprintln!(
-            "task {}  {status}  {}{}",
-            escape_line(&task.id),
-            run.map_or_else(|| "(no run)".to_owned(), |r| format!("run {r}")),
-            if status == "success" {
-                String::new()
-            } else {
-                format!("  (log {})", log.display())
+        for task in self.store.batch_tasks(self.batch)? {
+            if !indexes.contains(&task.index) || self.printed.contains(&task.index) {
+                continue;
             }
-        );
+            let status = task_status(self.store, &task)?;
+            if only_ended && !matches!(status, "success" | "failure") {
+                continue;
+            }
+            self.printed.insert(task.index);
+            let run = task.run.filter(|_| status != "pending");
+            eprintln!(
+                "task {}  {status}  {}{}",
+                escape_line(&task.id),
+                run.map_or_else(|| "(no run)".to_owned(), |r| format!("run {r}")),
+                if status == "success" {
+                    String::new()
+                } else {
+                    format!("  (log {})", log(&task).display())
+                }
+            );
+        }
         Ok(())
     }
 }
@@ -546,7 +548,7 @@ fn local(
             if running[index].0.try_wait()?.is_some() {
                 let (mut child, task) = running.swap_remove(index);
                 let _ = child.wait();
-                report.task(task.index, &job.logs.join(log_name(&task)), false)?;
+                report.tasks(&[task.index], &|t| job.logs.join(log_name(t)), false)?;
             } else {
                 index += 1;
             }

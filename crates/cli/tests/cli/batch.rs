@@ -702,3 +702,38 @@ steps:
         String::from_utf8_lossy(&resumed.stderr)
     );
 }
+
+#[test]
+fn a_tasks_file_that_cannot_be_read_as_text_and_a_jobs_count_out_of_range_are_refused() {
+    let b = Batch::new(PIPELINE);
+    let binary = b.dir.path().join("binary.jsonl");
+    std::fs::write(&binary, b"{\"id\":\"\xff\"}\n").expect("write");
+    let directory = b.dir.path().join("dir.jsonl");
+    std::fs::create_dir(&directory).expect("mkdir");
+    let good = b.tasks("{\"id\":\"t\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n");
+    for (tasks, extra, want) in [
+        (&binary, &[][..], "is not UTF-8 text"),
+        (&directory, &[][..], "is not a regular file"),
+        (
+            &good,
+            &["--jobs", "65"][..],
+            "expected a number of tasks from 1 to 64",
+        ),
+        (
+            &good,
+            &["--jobs", "0"][..],
+            "expected a number of tasks from 1 to 64",
+        ),
+    ] {
+        let out = b.submit(tasks, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{want}: {stderr}");
+        assert!(stderr.contains(want), "{want}: {stderr}");
+        assert!(
+            !b.state.join("batches").exists(),
+            "{want}: a batch was created"
+        );
+    }
+    // The control: the good file with a count in range is taken.
+    assert_eq!(b.submit(&good, &["--jobs", "64"]).status.code(), Some(0));
+}

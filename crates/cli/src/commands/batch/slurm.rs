@@ -17,6 +17,8 @@ use super::{Job, Report};
 
 /// Where Slurm's client commands may be: never the user's `PATH`.
 const SLURM_DIRS: &[&str] = &["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"];
+/// How often the tasks whose runs ended are looked for while the job runs.
+const REPORT_EVERY: Duration = Duration::from_secs(2);
 /// How long the workers are given to stop on their own after an interrupt.
 const WORKERS_STOP: Duration = Duration::from_secs(30);
 /// How long `sbatch --wait` is given to return after an interrupt.
@@ -94,13 +96,14 @@ pub(super) fn run(
         .mode(0o700)
         .open(&path)
         .and_then(|mut file| std::io::Write::write_all(&mut file, script.as_bytes()))?;
-    let indexes: Vec<String> = waiting.iter().map(|t| t.index.to_string()).collect();
+    let indexes: Vec<u32> = waiting.iter().map(|t| t.index).collect();
+    let array: Vec<String> = indexes.iter().map(u32::to_string).collect();
     let mut child = Command::new(&sbatch)
         .arg("--parsable")
         .arg("--wait")
         .arg("--requeue")
         .arg(format!("--job-name=cordon-batch-{}", job.batch))
-        .arg(format!("--array={}%{jobs}", indexes.join(",")))
+        .arg(format!("--array={}%{jobs}", array.join(",")))
         .arg("--output")
         .arg(job.logs.join("slurm-%a.log"))
         .arg("--open-mode=append")
@@ -139,6 +142,7 @@ pub(super) fn run(
     let mut cancelled: Option<Instant> = None;
     let mut forced = false;
     let log = |task: &TaskRow| job.logs.join(format!("slurm-{}.log", task.index));
+    let mut polled = Instant::now();
     let status = loop {
         if id.is_none()
             && let Ok(line) = receive.try_recv()
@@ -176,8 +180,10 @@ pub(super) fn run(
                 break child.wait()?;
             }
         }
-        for task in waiting {
-            report.task(task.index, &log(task), true)?;
+        // The ended tasks are printed every 2 s: one read of the batch's tasks each time.
+        if polled.elapsed() >= REPORT_EVERY {
+            report.tasks(&indexes, &log, true)?;
+            polled = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(250));
     };
@@ -188,8 +194,6 @@ pub(super) fn run(
             cordon_protocol::text::escape_line(stderr.trim())
         );
     }
-    for task in waiting {
-        report.task(task.index, &log(task), false)?;
-    }
+    report.tasks(&indexes, &log, false)?;
     Ok(Ok(()))
 }
