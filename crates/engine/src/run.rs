@@ -350,7 +350,9 @@ pub fn batch_tooling(
     let paths = tooling_paths(&pipeline, pipeline_file, dir);
     if !tooling::all_inside(&pipeline, pipeline_file, dir) {
         return Err(RunError::usage(format!(
-            "{}: a batch's pipeline takes its agent, context and transcript files from its own              directory or below it; move them there (a path with `..` is not carried to the              tasks' clones)",
+            "{}: a batch's pipeline takes its agent, context and transcript files from its own \
+             directory or below it; move them there (a path with `..` is not carried to the \
+             tasks' clones)",
             shown.display()
         )));
     }

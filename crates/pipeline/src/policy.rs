@@ -33,6 +33,49 @@ pub struct OperatorPolicy {
     pub image_paths: Vec<String>,
     /// `[delivery]`: where `deliver` and `report` may send the run's token.
     pub delivery: DeliveryBounds,
+    /// `[kubernetes]`: the pod every task of `cordon batch --backend kubernetes` runs in.
+    pub kubernetes: KubernetesPod,
+}
+
+/// `[kubernetes]` (DESIGN §16): what the operator decides about a batch task's pod. The pod's
+/// walls that do not vary (no host user namespace, `procMount: Unmasked`, AppArmor unconfined,
+/// every capability dropped, no service account token) are not settings.
+///
+/// `image` holds cordon and git at `program`; `seccomp_profile` is a `Localhost` profile the
+/// nodes carry under the kubelet's seccomp directory that permits the sandbox's namespaces (a
+/// node prerequisite); `egress` the only networks the pod may reach (the store, the model
+/// providers, what the pipelines' allowlists name), DNS to the cluster's resolver aside;
+/// `state_claim` a PersistentVolumeClaim holding the workers' state directory (else each pod's
+/// own volume); `store_password_secret` a Secret whose `password` key is the store's password;
+/// `env_secrets` Secrets whose keys become the worker's environment (the pipelines' `env:`
+/// secret references).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubernetesPod {
+    pub namespace: Option<String>,
+    pub image: Option<String>,
+    pub program: String,
+    pub seccomp_profile: Option<String>,
+    pub egress: Vec<Cidr>,
+    pub user: u32,
+    pub state_claim: Option<String>,
+    pub store_password_secret: Option<String>,
+    pub env_secrets: Vec<String>,
+}
+
+impl Default for KubernetesPod {
+    fn default() -> KubernetesPod {
+        KubernetesPod {
+            namespace: None,
+            image: None,
+            program: "/usr/local/bin/cordon".to_owned(),
+            seccomp_profile: None,
+            egress: Vec::new(),
+            user: 1000,
+            state_claim: None,
+            store_password_secret: None,
+            env_secrets: Vec::new(),
+        }
+    }
 }
 
 /// `[delivery]` (DESIGN §15): host patterns of §5 (`ip:` rules included). `allow` bounds every
@@ -98,6 +141,18 @@ const TOP_KEYS: &[&str] = &[
     "env",
     "images",
     "delivery",
+    "kubernetes",
+];
+const KUBERNETES_KEYS: &[&str] = &[
+    "namespace",
+    "image",
+    "program",
+    "seccomp_profile",
+    "egress",
+    "user",
+    "state_claim",
+    "store_password_secret",
+    "env_secrets",
 ];
 const DELIVERY_KEYS: &[&str] = &[
     "allow",
@@ -205,7 +260,7 @@ fn check(out: &mut FileSink<'_>, text: &str) -> Option<OperatorPolicy> {
     }
     if let Some(value) = table.get("allow_private") {
         ok &= cx
-            .cidrs(out, value)
+            .cidrs(out, value, "allow_private")
             .map(|c| policy.allow_private = c)
             .is_some();
     }
@@ -362,7 +417,30 @@ fn check(out: &mut FileSink<'_>, text: &str) -> Option<OperatorPolicy> {
             None => ok = false,
         }
     }
+    if let Some(value) = table.get("kubernetes") {
+        match cx.table(out, value, "kubernetes") {
+            Some(pod) => ok &= cx.kubernetes(out, pod, &mut policy.kubernetes),
+            None => ok = false,
+        }
+    }
     ok.then_some(policy)
+}
+
+/// A Kubernetes object name: a DNS label (`namespace`, at most 63) or subdomain (at most 253),
+/// lowercase letters, digits and `-` (and `.` between labels of a subdomain).
+fn object_name(text: &str, most: usize) -> bool {
+    !text.is_empty()
+        && text.len() <= most
+        && text.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+        && (most > 63 || !text.contains('.'))
 }
 
 struct Cx<'a, 't> {
@@ -481,14 +559,19 @@ impl Cx<'_, '_> {
         ok.then_some(result)
     }
 
-    fn cidrs(&self, out: &mut FileSink<'_>, value: &Spanned<DeValue<'_>>) -> Option<Vec<Cidr>> {
-        let (texts, mut ok) = self.strings(out, value, "allow_private", "\"10.20.0.0/16\"");
+    fn cidrs(
+        &self,
+        out: &mut FileSink<'_>,
+        value: &Spanned<DeValue<'_>>,
+        key: &str,
+    ) -> Option<Vec<Cidr>> {
+        let (texts, mut ok) = self.strings(out, value, key, "\"10.20.0.0/16\"");
         let mut result = Vec::new();
         for (at, text) in texts {
             match Cidr::parse(&text) {
                 Ok(c) => result.push(c),
                 Err(err) => {
-                    out.error(at, format!("`allow_private`: {err}"));
+                    out.error(at, format!("`{key}`: {err}"));
                     ok = false;
                 }
             }
@@ -600,6 +683,129 @@ impl Cx<'_, '_> {
             );
         }
         parsed
+    }
+
+    /// `[kubernetes]` into `pod`; false when something was reported.
+    fn kubernetes(
+        &self,
+        out: &mut FileSink<'_>,
+        table: &DeTable<'_>,
+        pod: &mut KubernetesPod,
+    ) -> bool {
+        self.unknown_keys(out, table, KUBERNETES_KEYS, "`[kubernetes]`");
+        let mut ok = true;
+        let mut text = |key: &str, check: &dyn Fn(&str) -> bool, like: &str| {
+            let value = table.get(key)?;
+            match value.get_ref() {
+                DeValue::String(s) if check(s) => Some(s.to_string()),
+                _ => {
+                    out.error(self.at(value), format!("`kubernetes.{key}` {like}"));
+                    ok = false;
+                    None
+                }
+            }
+        };
+        pod.namespace = text(
+            "namespace",
+            &|s| object_name(s, 63),
+            "is a namespace name (lowercase letters, digits and `-`, at most 63), like \
+             `namespace = \"cordon\"`",
+        );
+        pod.image = text(
+            "image",
+            &|s| !s.is_empty() && s.len() <= 512 && s.bytes().all(|b| b.is_ascii_graphic()),
+            "is a container image reference holding cordon and git, like \
+             `image = \"registry.example.com/cordon:1\"`",
+        );
+        if let Some(program) = text(
+            "program",
+            &|s| s.starts_with('/') && s.len() <= 4096 && !s.chars().any(char::is_control),
+            "is the absolute path of cordon in the image, like \
+             `program = \"/usr/local/bin/cordon\"`",
+        ) {
+            pod.program = program;
+        }
+        pod.seccomp_profile = text(
+            "seccomp_profile",
+            &|s| {
+                s.len() <= 4096
+                    && s.split('/').all(|part| {
+                        !part.is_empty()
+                            && part != "."
+                            && part != ".."
+                            && part.bytes().all(|b| {
+                                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+                            })
+                    })
+            },
+            "is a profile's path under the kubelet's seccomp directory (relative, no `..`), like \
+             `seccomp_profile = \"profiles/cordon.json\"`",
+        );
+        for (key, slot) in [
+            ("state_claim", &mut pod.state_claim),
+            ("store_password_secret", &mut pod.store_password_secret),
+        ] {
+            *slot = text(
+                key,
+                &|s| object_name(s, 253),
+                "is an object name (lowercase letters, digits, `-` and `.`), like \
+                 `name = \"cordon-state\"`",
+            );
+        }
+        if let Some(v) = table.get("env_secrets") {
+            let (names, all) =
+                self.strings(out, v, "kubernetes.env_secrets", "\"cordon-model-keys\"");
+            ok &= all;
+            for (at, name) in names {
+                if !object_name(&name, 253) {
+                    out.error(
+                        at,
+                        format!(
+                            "`kubernetes.env_secrets` entries are Secret names (lowercase \
+                             letters, digits, `-` and `.`); found `{}`",
+                            cordon_protocol::text::escape_line(&name)
+                        ),
+                    );
+                    ok = false;
+                } else if pod.env_secrets.contains(&name) {
+                    out.error(
+                        at,
+                        format!("`kubernetes.env_secrets` lists `{name}` twice; keep one"),
+                    );
+                    ok = false;
+                } else {
+                    pod.env_secrets.push(name);
+                }
+            }
+        }
+        if let Some(v) = table.get("egress") {
+            match self.cidrs(out, v, "kubernetes.egress") {
+                Some(cidrs) => pod.egress = cidrs,
+                None => ok = false,
+            }
+        }
+        if let Some(v) = table.get("user") {
+            let parsed = match v.get_ref() {
+                DeValue::Integer(i) if i.radix() == 10 => i
+                    .as_str()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|u| (1..=i32::MAX as u32).contains(u)),
+                _ => None,
+            };
+            match parsed {
+                Some(user) => pod.user = user,
+                None => {
+                    out.error(
+                        self.at(v),
+                        "`kubernetes.user` is the non-root uid cordon runs as in the pod (1 and \
+                         up), like `user = 1000`",
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok
     }
 
     fn percent(

@@ -23,6 +23,8 @@ use cordon_store::{BatchRow, StateDir, Store, TaskRow};
 use crate::state_dir::{StateDirArg, StoreArg};
 
 #[cfg(feature = "scale-out")]
+mod kubernetes;
+#[cfg(feature = "scale-out")]
 mod slurm;
 
 /// The most workers `--jobs` runs at once.
@@ -50,8 +52,8 @@ pub struct Args {
 /// How the workers run, for a new batch and for `resume`.
 #[derive(Debug, clap::Args)]
 struct Workers {
-    /// Where the tasks run: `local`, this machine (`slurm` in a build with `--features
-    /// scale-out`: one sbatch array job, with a shared --store)
+    /// Where the tasks run: `local`, this machine (`slurm` and `kubernetes` in a build with
+    /// `--features scale-out`: one sbatch array job, or a Job per task, with a shared --store)
     #[arg(long, value_enum, default_value = "local")]
     backend: Backend,
     /// How many tasks run at once [default: the number of CPUs, at most 64]
@@ -72,6 +74,10 @@ enum Backend {
     /// One `sbatch` array job; needs a shared `--store`
     #[cfg(feature = "scale-out")]
     Slurm,
+    /// A Job per task through the cluster's API; needs a shared `--store` and the operator
+    /// policy's `[kubernetes]`
+    #[cfg(feature = "scale-out")]
+    Kubernetes,
 }
 
 impl Backend {
@@ -80,6 +86,8 @@ impl Backend {
             Backend::Local => "local",
             #[cfg(feature = "scale-out")]
             Backend::Slurm => "slurm",
+            #[cfg(feature = "scale-out")]
+            Backend::Kubernetes => "kubernetes",
         }
     }
 }
@@ -126,6 +134,10 @@ struct WorkArgs {
     task: u32,
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// Exit 0 once the task's run has ended, succeeded or failed: a pod's restart policy then
+    /// restarts only a worker stopped before its run ended
+    #[arg(long)]
+    in_pod: bool,
     #[command(flatten)]
     state_dir: StateDirArg,
     #[command(flatten)]
@@ -214,6 +226,10 @@ fn submit(pipeline: PathBuf, tasks_file: PathBuf, run: &Workers) -> anyhow::Resu
     for warning in &warnings {
         eprintln!("{}", escape_text(warning));
     }
+    // What the backend needs is checked before the batch is recorded.
+    if let Err(message) = preflight(run, &state_dir) {
+        return Ok(usage(&message));
+    }
     let store = Store::open(&state_dir)?;
     let id = cordon_store::new_run_id()?;
     let row = BatchRow {
@@ -244,6 +260,18 @@ fn submit(pipeline: PathBuf, tasks_file: PathBuf, run: &Workers) -> anyhow::Resu
     drop(store);
     eprintln!("batch {id}");
     workers(run, &state_dir, id)
+}
+
+/// What the chosen backend needs of the command line and the operator, before anything is made.
+#[cfg_attr(not(feature = "scale-out"), expect(unused_variables))]
+fn preflight(run: &Workers, state_dir: &StateDir) -> Result<(), String> {
+    match run.backend {
+        Backend::Local => Ok(()),
+        #[cfg(feature = "scale-out")]
+        Backend::Slurm => slurm::preflight(state_dir),
+        #[cfg(feature = "scale-out")]
+        Backend::Kubernetes => kubernetes::preflight(state_dir, run.policy.as_deref()),
+    }
 }
 
 /// The tasks file's text: a regular file of at most [`batch::MAX_FILE`] bytes, UTF-8.
@@ -393,6 +421,17 @@ fn workers(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<
             Ok(()) => {}
             Err(message) => return Ok(usage(&message)),
         },
+        #[cfg(feature = "scale-out")]
+        Backend::Kubernetes => {
+            let isolation = match batch_pipeline(&store, batch) {
+                Ok(pipeline) => pipeline.isolation,
+                Err(message) => return Ok(usage(&message)),
+            };
+            match kubernetes::run(&job, &waiting, jobs, &signal, &mut report, &isolation)? {
+                Ok(()) => {}
+                Err(message) => return Ok(usage(&message)),
+            }
+        }
     }
     let interrupted = signal.load(Ordering::SeqCst);
     if interrupted != 0 {
@@ -421,6 +460,26 @@ fn workers(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The pipeline of `batch`, from its tooling snapshot in the store.
+#[cfg(feature = "scale-out")]
+fn batch_pipeline(store: &Store, batch: RunId) -> Result<cordon_pipeline::Pipeline, String> {
+    let row = store
+        .batch(batch)
+        .map_err(|err| err.to_string())?
+        .ok_or_else(|| format!("batch {batch} is not in the store"))?;
+    let damaged = |err: &dyn std::fmt::Display| {
+        format!("batch {batch}'s tooling snapshot in the store is damaged: {err}")
+    };
+    batch::check_pipeline_name(&row.pipeline_file).map_err(|err| damaged(&err))?;
+    let snapshot =
+        cordon_engine::run::ToolingSnapshot::decode(&row.tooling).map_err(|err| damaged(&err))?;
+    let root = Path::new("/batch");
+    snapshot
+        .pipeline(&root.join(&row.pipeline_file), root)
+        .map(|loaded| loaded.pipeline)
+        .map_err(|err| damaged(&err.message))
 }
 
 /// What every worker of a batch is started with.
@@ -467,7 +526,7 @@ impl Report<'_> {
     fn tasks(
         &mut self,
         indexes: &[u32],
-        log: &dyn Fn(&TaskRow) -> PathBuf,
+        log: &dyn Fn(&TaskRow) -> String,
         only_ended: bool,
     ) -> anyhow::Result<()> {
         if indexes.iter().all(|i| self.printed.contains(i)) {
@@ -490,7 +549,7 @@ impl Report<'_> {
                 if status == "success" {
                     String::new()
                 } else {
-                    format!("  (log {})", log(&task).display())
+                    format!("  (log {})", log(&task))
                 }
             );
         }
@@ -548,7 +607,11 @@ fn local(
             if running[index].0.try_wait()?.is_some() {
                 let (mut child, task) = running.swap_remove(index);
                 let _ = child.wait();
-                report.tasks(&[task.index], &|t| job.logs.join(log_name(t)), false)?;
+                report.tasks(
+                    &[task.index],
+                    &|t| job.logs.join(log_name(t)).display().to_string(),
+                    false,
+                )?;
             } else {
                 index += 1;
             }
@@ -560,6 +623,28 @@ fn local(
 /// One worker: task `--task` of the batch, from the store. A task whose run exists resumes it
 /// (its clone must be on this machine); any other is cloned afresh and run.
 fn work(args: &WorkArgs) -> anyhow::Result<ExitCode> {
+    let code = work_task(args)?;
+    if !args.in_pod || code == ExitCode::SUCCESS {
+        return Ok(code);
+    }
+    // In a pod: a run that ended (failed included) is done with; anything else is left to the
+    // pod's restart policy, which restarts the worker to resume the run.
+    let (_state_dir, store, batch) = match open(&args.state_dir, &args.store, &args.batch)? {
+        Ok(found) => found,
+        Err(_) => return Ok(code),
+    };
+    let ended = match store
+        .batch_tasks(batch)?
+        .into_iter()
+        .find(|t| t.index == args.task)
+    {
+        Some(task) => matches!(task_status(&store, &task)?, "success" | "failure"),
+        None => false,
+    };
+    Ok(if ended { ExitCode::SUCCESS } else { code })
+}
+
+fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
     let (state_dir, store, batch) = match open(&args.state_dir, &args.store, &args.batch)? {
         Ok(found) => found,
         Err(code) => return Ok(code),

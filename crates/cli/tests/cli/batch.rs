@@ -102,7 +102,8 @@ impl Batch {
             .collect()
     }
 
-    /// `cordon batch` on the tooling's pipeline and `tasks`, running (stderr piped).
+    /// `cordon batch` on the tooling's pipeline and `tasks`, running (stderr piped), leading its
+    /// own process group as a terminal's foreground command does.
     pub fn spawn(&self, tasks: &Path, extra: &[&str]) -> std::process::Child {
         let pipeline = self.tooling.join("pipeline.yaml");
         let mut args = vec![
@@ -112,7 +113,9 @@ impl Batch {
             tasks.to_str().unwrap_or_default(),
         ];
         args.extend_from_slice(extra);
-        self.cordon(&args)
+        let mut command = self.cordon(&args);
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        command
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn cordon batch")

@@ -18,6 +18,8 @@ mod help;
 mod host_boundary;
 mod image;
 mod init;
+#[cfg(feature = "scale-out")]
+mod kubernetes;
 mod lane;
 mod logs;
 mod mcp;

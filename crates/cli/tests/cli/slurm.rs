@@ -201,10 +201,11 @@ fn an_interrupted_slurm_batch_is_cancelled_and_its_runs_stop_resumably() {
     let (mut child, _lines, kept, job) = start_slow(&b, &pg);
     b.wait_marked(&mut child, &["a"], Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(500));
-    let pid = child.id().to_string();
+    // ^C in a terminal: SIGINT to the whole foreground process group, `sbatch` included.
+    let group = format!("-{}", child.id());
     assert!(
         Command::new("kill")
-            .args(["-INT", &pid])
+            .args(["-INT", "--", &group])
             .status()
             .expect("kill")
             .success()

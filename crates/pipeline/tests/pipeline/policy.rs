@@ -204,3 +204,68 @@ fn delivery_limits_default_to_4g_600_s_and_30_s_and_are_checked() {
         assert!(err.contains("policy.toml:2:"), "{text}: {err}");
     }
 }
+
+#[test]
+fn the_kubernetes_pod_settings_default_to_uid_1000_and_are_checked() {
+    let pod = policy::parse("policy.toml", "").expect("valid").kubernetes;
+    assert_eq!(
+        (pod.user, pod.program.as_str(), pod.image, pod.egress.len()),
+        (1000, "/usr/local/bin/cordon", None, 0)
+    );
+    let pod = policy::parse(
+        "policy.toml",
+        "[kubernetes]\nnamespace = \"cordon\"\nimage = \"registry.example.com/cordon:1\"\n\
+         seccomp_profile = \"profiles/cordon.json\"\negress = [\"10.0.0.0/8\", \"192.0.2.7/32\"]\n\
+         user = 4242\nstate_claim = \"cordon-state\"\nstore_password_secret = \"cordon-store\"\n\
+         env_secrets = [\"model-keys\", \"forge.token\"]\nprogram = \"/opt/cordon/bin/cordon\"\n",
+    )
+    .expect("valid")
+    .kubernetes;
+    assert_eq!(pod.namespace.as_deref(), Some("cordon"));
+    assert_eq!(pod.image.as_deref(), Some("registry.example.com/cordon:1"));
+    assert_eq!(pod.seccomp_profile.as_deref(), Some("profiles/cordon.json"));
+    let egress: Vec<String> = pod.egress.iter().map(ToString::to_string).collect();
+    assert_eq!(egress, ["10.0.0.0/8", "192.0.2.7"]);
+    assert_eq!(
+        (pod.user, pod.state_claim.as_deref(), pod.program.as_str()),
+        (4242, Some("cordon-state"), "/opt/cordon/bin/cordon")
+    );
+    assert_eq!(pod.store_password_secret.as_deref(), Some("cordon-store"));
+    assert_eq!(pod.env_secrets, ["model-keys", "forge.token"]);
+    for (text, want) in [
+        ("user = 0\n", "`kubernetes.user` is the non-root uid"),
+        ("user = \"1000\"\n", "like `user = 1000`"),
+        (
+            "namespace = \"Cordon\"\n",
+            "`kubernetes.namespace` is a namespace name",
+        ),
+        (
+            "namespace = \"a.b\"\n",
+            "`kubernetes.namespace` is a namespace name",
+        ),
+        ("seccomp_profile = \"/etc/x.json\"\n", "relative, no `..`"),
+        ("seccomp_profile = \"../x.json\"\n", "relative, no `..`"),
+        (
+            "image = \"a b\"\n",
+            "`kubernetes.image` is a container image",
+        ),
+        (
+            "program = \"cordon\"\n",
+            "`kubernetes.program` is the absolute path",
+        ),
+        (
+            "state_claim = \"-x\"\n",
+            "`kubernetes.state_claim` is an object name",
+        ),
+        ("egress = [\"10.0.0.0/33\"]\n", "`kubernetes.egress`"),
+        ("env_secrets = [\"a\", \"a\"]\n", "lists `a` twice"),
+        ("env_secrets = [\"A\"]\n", "entries are Secret names"),
+        ("images = \"x\"\n", "did you mean `image`?"),
+    ] {
+        let err = policy::parse("policy.toml", &format!("[kubernetes]\n{text}"))
+            .expect_err(text)
+            .to_string();
+        assert!(err.contains(want), "{text}: {err}");
+        assert!(err.contains("policy.toml:2:"), "{text}: {err}");
+    }
+}

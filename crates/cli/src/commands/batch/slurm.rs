@@ -48,9 +48,33 @@ fn program(name: &str) -> Result<PathBuf, String> {
         })
 }
 
-/// `text` as one single-quoted shell word.
-fn quoted(text: &std::ffi::OsStr) -> String {
-    format!("'{}'", text.to_string_lossy().replace('\'', "'\\''"))
+/// A shared store and Slurm's client commands, or what is missing.
+pub(super) fn preflight(state_dir: &cordon_store::StateDir) -> Result<(), String> {
+    if state_dir.store().is_none() {
+        return Err(
+            "the slurm backend needs a shared store: its workers run on other nodes, where they \
+             read their tasks and write their runs; pass --store postgres://USER@HOST/DB (or set \
+             $CORDON_STORE)"
+                .to_owned(),
+        );
+    }
+    program("sbatch").and(program("scancel")).map(|_| ())
+}
+
+/// `text` as one single-quoted shell word, byte for byte (a path need not be UTF-8, and a
+/// replaced byte would name another file).
+fn quoted(text: &std::ffi::OsStr) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut word = vec![b'\''];
+    for &byte in text.as_bytes() {
+        if byte == b'\'' {
+            word.extend_from_slice(b"'\\''");
+        } else {
+            word.push(byte);
+        }
+    }
+    word.push(b'\'');
+    word
 }
 
 /// Submits the array of `waiting` and waits for it, printing each task as its run ends. `Err`
@@ -62,13 +86,8 @@ pub(super) fn run(
     signal: &AtomicUsize,
     report: &mut Report<'_>,
 ) -> anyhow::Result<Result<(), String>> {
-    if job.state_dir.store().is_none() {
-        return Ok(Err(
-            "the slurm backend needs a shared store: its workers run on other nodes, where they \
-             read their tasks and write their runs; pass --store postgres://USER@HOST/DB (or set \
-             $CORDON_STORE)"
-                .to_owned(),
-        ));
+    if let Err(message) = preflight(job.state_dir) {
+        return Ok(Err(message));
     }
     if waiting.is_empty() {
         return Ok(Ok(()));
@@ -78,16 +97,16 @@ pub(super) fn run(
         (Err(err), _) | (_, Err(err)) => return Ok(Err(err)),
     };
     // The job script: the worker with its arguments, the task index from Slurm.
-    let mut script = String::from("#!/bin/sh\nexec");
+    let mut script = b"#!/bin/sh\nexec".to_vec();
     for arg in std::iter::once(job.exe.clone().into_os_string()).chain(job.args("@TASK@")) {
-        script.push(' ');
+        script.push(b' ');
         if arg == "@TASK@" {
-            script.push_str("\"$SLURM_ARRAY_TASK_ID\"");
+            script.extend_from_slice(b"\"$SLURM_ARRAY_TASK_ID\"");
         } else {
-            script.push_str(&quoted(&arg));
+            script.extend_from_slice(&quoted(&arg));
         }
     }
-    script.push('\n');
+    script.push(b'\n');
     let path = job.logs.join("slurm-job.sh");
     let _ = std::fs::remove_file(&path);
     std::fs::OpenOptions::new()
@@ -95,10 +114,14 @@ pub(super) fn run(
         .create_new(true)
         .mode(0o700)
         .open(&path)
-        .and_then(|mut file| std::io::Write::write_all(&mut file, script.as_bytes()))?;
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &script))?;
     let indexes: Vec<u32> = waiting.iter().map(|t| t.index).collect();
     let array: Vec<String> = indexes.iter().map(u32::to_string).collect();
-    let mut child = Command::new(&sbatch)
+    let mut command = Command::new(&sbatch);
+    // Its own process group: a terminal's ^C reaches cordon, which cancels the job; were it to
+    // reach `sbatch --wait` too, sbatch would end at once and leave the job running.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command
         .arg("--parsable")
         .arg("--wait")
         .arg("--requeue")
@@ -139,9 +162,16 @@ pub(super) fn run(
         text
     });
     let mut id: Option<String> = None;
+    // When the interrupt came, and whether the workers were told (which needs the job's id).
     let mut cancelled: Option<Instant> = None;
+    let mut told = false;
     let mut forced = false;
-    let log = |task: &TaskRow| job.logs.join(format!("slurm-{}.log", task.index));
+    let log = |task: &TaskRow| {
+        job.logs
+            .join(format!("slurm-{}.log", task.index))
+            .display()
+            .to_string()
+    };
     let mut polled = Instant::now();
     let status = loop {
         if id.is_none()
@@ -153,18 +183,23 @@ pub(super) fn run(
                 id = Some(job_id);
             }
         }
+        if signal.load(Ordering::SeqCst) != 0 && cancelled.is_none() {
+            cancelled = Some(Instant::now());
+        }
+        if cancelled.is_some()
+            && !told
+            && let Some(job_id) = &id
+        {
+            // The tasks not started are dropped; each running worker (the batch shell: the job
+            // script `exec`s it) gets SIGTERM alone, appends `run.interrupted`, releases its
+            // lease and ends, which ends its array task. An interrupt before the id was printed
+            // is acted on as soon as it is.
+            scancel(&scancel_program, &["--state=PENDING", job_id]);
+            scancel(&scancel_program, &["--signal=TERM", "--batch", job_id]);
+            told = true;
+        }
         if let Some(status) = child.try_wait()? {
             break status;
-        }
-        if signal.load(Ordering::SeqCst) != 0 && cancelled.is_none() {
-            if let Some(job_id) = &id {
-                // The tasks not started are dropped; each running worker (the batch shell: the
-                // job script `exec`s it) gets SIGTERM alone, appends `run.interrupted`, releases
-                // its lease and ends, which ends its array task.
-                scancel(&scancel_program, &["--state=PENDING", job_id]);
-                scancel(&scancel_program, &["--signal=TERM", "--batch", job_id]);
-            }
-            cancelled = Some(Instant::now());
         }
         if let Some(at) = cancelled {
             if at.elapsed() > WORKERS_STOP && !forced {
@@ -172,8 +207,8 @@ pub(super) fn run(
                 // process, then SIGKILL after the cluster's KillWait).
                 if let Some(job_id) = &id {
                     scancel(&scancel_program, &[job_id]);
+                    forced = true;
                 }
-                forced = true;
             }
             if at.elapsed() > AFTER_CANCEL {
                 let _ = child.kill();
@@ -196,4 +231,21 @@ pub(super) fn run(
     }
     report.tasks(&indexes, &log, false)?;
     Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStrExt as _;
+
+    #[test]
+    fn a_word_is_quoted_byte_for_byte_its_quotes_closed_and_reopened() {
+        for (text, want) in [
+            (&b"plain"[..], &b"'plain'"[..]),
+            (b"it's", b"'it'\\''s'"),
+            (b"$(x) `y` \n#SBATCH", b"'$(x) `y` \n#SBATCH'"),
+            (b"st\xff4", b"'st\xff4'"),
+        ] {
+            assert_eq!(super::quoted(std::ffi::OsStr::from_bytes(text)), want);
+        }
+    }
 }

@@ -1,0 +1,799 @@
+//! The Kubernetes backend (DESIGN §16, §18): each task of the batch becomes one Job whose pod
+//! runs `cordon batch work` against the shared store, under a NetworkPolicy admitting only the
+//! operator's networks. The objects are built from the API's own types (`k8s-openapi`) and sent
+//! through `kube-client`; the cluster places, restarts and evicts the pods, and cordon only
+//! keeps at most `--jobs` of its Jobs unfinished at once.
+//!
+//! The pod's walls, each a decision (docs/scale-out.md has the threat model):
+//! * `hostUsers: false`: the pod's root is not the node's; cordon's own user namespaces nest in
+//!   the pod's.
+//! * `procMount: Unmasked`: the runtime's masked `/proc` paths would stop the sandbox mounting a
+//!   fresh `/proc` in its pid namespace (the masks stay meaningful only with host users, which
+//!   the pod has not).
+//! * a `Localhost` seccomp profile the operator names (a node prerequisite): the runtime's
+//!   default profile refuses `unshare`/`clone` of namespaces, which the sandbox is made of; the
+//!   sandbox then installs its own, narrower filter on every step.
+//! * AppArmor unconfined: the runtime's default profile refuses the sandbox's mounts; Landlock
+//!   and seccomp inside the sandbox confine the steps.
+//! * a non-root uid, every capability dropped, no privilege escalation, a read-only root
+//!   filesystem, no service account token and no service links: a step that escaped the sandbox
+//!   would hold nothing of the cluster's.
+//! * `restartPolicy: OnFailure`: a worker killed mid-step is restarted in the same pod, whose
+//!   state volume still holds the task's clone, and resumes its run through the lease. The
+//!   worker exits 0 once its run has ended (`--in-pod`), so a failed run is not restarted.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::{Job as KubeJob, JobSpec};
+use k8s_openapi::api::core::v1::{
+    AppArmorProfile, Capabilities, ConfigMap, ConfigMapVolumeSource, Container,
+    EmptyDirVolumeSource, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource,
+    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
+    SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::api::networking::v1::{
+    IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube_client::api::{Api, DeleteParams, PostParams};
+
+use cordon_pipeline::Isolation;
+use cordon_pipeline::policy::KubernetesPod;
+use cordon_protocol::RunId;
+use cordon_protocol::text::escape_line;
+use cordon_store::TaskRow;
+
+use super::{Job, Report};
+
+/// Where the pod's state volume is mounted: the workers' state directory.
+const STATE_DIR: &str = "/var/lib/cordon";
+/// Where the operator policy (a ConfigMap of the batch) is mounted.
+const POLICY_DIR: &str = "/etc/cordon";
+const POLICY_KEY: &str = "policy.toml";
+/// Where the store's password (the operator's Secret) is mounted.
+const PASSWORD_DIR: &str = "/var/run/cordon/store";
+/// The memory a pod has beyond one sandbox's cap: cordon itself, git and the egress proxy.
+const OVERHEAD: u64 = 256 << 20;
+/// How many times a task's pod may fail before its Job is failed.
+const BACKOFF_LIMIT: i32 = 3;
+/// How long a finished Job (and its pod's log) is kept by the cluster.
+const KEEP_FINISHED: i32 = 86_400;
+/// How often the unfinished Jobs are looked at.
+const LOOK_EVERY: Duration = Duration::from_secs(2);
+/// How long the deleted Jobs' pods are given to stop their runs after an interrupt.
+const AFTER_CANCEL: Duration = Duration::from_secs(90);
+/// How long one API call may take from its request to the last byte of its answer.
+const API_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest operator policy file carried into the pods.
+const MAX_POLICY: u64 = 1 << 20;
+
+/// The labels every object of a batch carries: `cordon-batch`, and `cordon-task` on a task's.
+fn labels(batch: RunId, task: Option<u32>) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "cordon".to_owned(),
+        ),
+        ("cordon-batch".to_owned(), batch.to_string()),
+    ]);
+    if let Some(task) = task {
+        labels.insert("cordon-task".to_owned(), task.to_string());
+    }
+    labels
+}
+
+fn meta(generate: String, batch: RunId, task: Option<u32>) -> ObjectMeta {
+    ObjectMeta {
+        generate_name: Some(generate),
+        labels: Some(labels(batch, task)),
+        ..ObjectMeta::default()
+    }
+}
+
+/// What is needed of the operator's `[kubernetes]`, checked before anything is created.
+pub(super) struct Settings<'a> {
+    pub pod: &'a KubernetesPod,
+    pub image: &'a str,
+    pub seccomp_profile: &'a str,
+}
+
+impl Settings<'_> {
+    /// The settings, or what the operator must add to the policy file.
+    pub(super) fn check(pod: &KubernetesPod) -> Result<Settings<'_>, String> {
+        match (&pod.image, &pod.seccomp_profile) {
+            (Some(image), Some(seccomp_profile)) => Ok(Settings {
+                pod,
+                image,
+                seccomp_profile,
+            }),
+            _ => Err(
+                "the kubernetes backend needs the pod's image and seccomp profile from the \
+                 operator policy: add `[kubernetes]` with `image = \"…\"` (holding cordon and \
+                 git) and `seccomp_profile = \"profiles/cordon.json\"` (a Localhost profile on \
+                 the nodes) to the file given with --policy"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+/// The NetworkPolicy of the batch's pods: nothing in, and out only to the operator's networks
+/// and to the cluster's DNS (the pod's resolver; the proxy resolves the pipelines' names).
+pub(super) fn network_policy(batch: RunId, pod: &KubernetesPod) -> NetworkPolicy {
+    let mut egress: Vec<NetworkPolicyEgressRule> = pod
+        .egress
+        .iter()
+        .map(|cidr| NetworkPolicyEgressRule {
+            to: Some(vec![NetworkPolicyPeer {
+                // Always `ADDRESS/LENGTH`: the API refuses a bare address.
+                ip_block: Some(IPBlock {
+                    cidr: format!("{}/{}", cidr.network(), cidr.length()),
+                    except: None,
+                }),
+                ..NetworkPolicyPeer::default()
+            }]),
+            ports: None,
+        })
+        .collect();
+    egress.push(NetworkPolicyEgressRule {
+        to: Some(vec![NetworkPolicyPeer {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    "kubernetes.io/metadata.name".to_owned(),
+                    "kube-system".to_owned(),
+                )])),
+                match_expressions: None,
+            }),
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    "k8s-app".to_owned(),
+                    "kube-dns".to_owned(),
+                )])),
+                match_expressions: None,
+            }),
+            ip_block: None,
+        }]),
+        ports: Some(
+            ["UDP", "TCP"]
+                .iter()
+                .map(|protocol| NetworkPolicyPort {
+                    port: Some(IntOrString::Int(53)),
+                    protocol: Some((*protocol).to_owned()),
+                    end_port: None,
+                })
+                .collect(),
+        ),
+    });
+    NetworkPolicy {
+        metadata: meta(format!("cordon-{batch}-"), batch, None),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    "cordon-batch".to_owned(),
+                    batch.to_string(),
+                )])),
+                match_expressions: None,
+            }),
+            policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
+            ingress: Some(Vec::new()),
+            egress: Some(egress),
+        }),
+    }
+}
+
+/// The ConfigMap carrying the operator policy into the batch's pods.
+pub(super) fn policy_map(batch: RunId, text: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(format!("cordon-{batch}-"), batch, None),
+        data: Some(BTreeMap::from([(POLICY_KEY.to_owned(), text.to_owned())])),
+        ..ConfigMap::default()
+    }
+}
+
+/// The pod's requests and limits from the pipeline's `isolation`: a sandbox's memory cap and
+/// cordon's own overhead, and its CPUs; nothing when `isolation` sets no cap (the namespace's
+/// defaults then apply).
+pub(super) fn resources(isolation: &Isolation) -> Option<ResourceRequirements> {
+    let mut caps = BTreeMap::new();
+    if let Some(memory) = isolation.memory {
+        caps.insert(
+            "memory".to_owned(),
+            Quantity(memory.bytes().saturating_add(OVERHEAD).to_string()),
+        );
+    }
+    if let Some(cpus) = isolation.cpus {
+        caps.insert("cpu".to_owned(), Quantity(format!("{}m", cpus.millis())));
+    }
+    (!caps.is_empty()).then(|| ResourceRequirements {
+        limits: Some(caps.clone()),
+        requests: Some(caps),
+        ..ResourceRequirements::default()
+    })
+}
+
+/// Task `task`'s Job: one pod running the worker, `config_map` the batch's policy ConfigMap.
+pub(super) fn job(
+    batch: RunId,
+    task: &TaskRow,
+    settings: &Settings<'_>,
+    store: &str,
+    config_map: &str,
+    isolation: &Isolation,
+) -> KubeJob {
+    let pod = settings.pod;
+    let user = i64::from(pod.user);
+    let args: Vec<String> = [
+        "batch",
+        "work",
+        &batch.to_string(),
+        "--task",
+        &task.index.to_string(),
+        "--in-pod",
+        "--state-dir",
+        STATE_DIR,
+        "--store",
+        store,
+        "--policy",
+        &format!("{POLICY_DIR}/{POLICY_KEY}"),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let mut env = vec![EnvVar {
+        name: "HOME".to_owned(),
+        value: Some(format!("{STATE_DIR}/home")),
+        value_from: None,
+    }];
+    let mut mounts = vec![
+        mount("state", STATE_DIR, false),
+        mount("tmp", "/tmp", false),
+        mount("policy", POLICY_DIR, true),
+    ];
+    let mut volumes = vec![
+        Volume {
+            name: "state".to_owned(),
+            persistent_volume_claim: pod.state_claim.as_ref().map(|claim| {
+                PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.clone(),
+                    read_only: Some(false),
+                }
+            }),
+            empty_dir: pod
+                .state_claim
+                .is_none()
+                .then(EmptyDirVolumeSource::default),
+            ..Volume::default()
+        },
+        Volume {
+            name: "tmp".to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+        Volume {
+            name: "policy".to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map.to_owned(),
+                default_mode: Some(0o444),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+    ];
+    if let Some(secret) = &pod.store_password_secret {
+        env.push(EnvVar {
+            name: "CORDON_STORE_PASSWORD_FILE".to_owned(),
+            value: Some(format!("{PASSWORD_DIR}/password")),
+            value_from: None,
+        });
+        mounts.push(mount("store-password", PASSWORD_DIR, true));
+        volumes.push(Volume {
+            name: "store-password".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
+                default_mode: Some(0o400),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    let env_from: Vec<EnvFromSource> = pod
+        .env_secrets
+        .iter()
+        .map(|name| EnvFromSource {
+            secret_ref: Some(SecretEnvSource {
+                name: name.clone(),
+                optional: Some(false),
+            }),
+            ..EnvFromSource::default()
+        })
+        .collect();
+    let container = Container {
+        name: "worker".to_owned(),
+        image: Some(settings.image.to_owned()),
+        command: Some(vec![pod.program.clone()]),
+        args: Some(args),
+        env: Some(env),
+        env_from: (!env_from.is_empty()).then_some(env_from),
+        resources: resources(isolation),
+        volume_mounts: Some(mounts),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                add: None,
+                drop: Some(vec!["ALL".to_owned()]),
+            }),
+            privileged: Some(false),
+            proc_mount: Some("Unmasked".to_owned()),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    let template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels(batch, Some(task.index))),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            host_users: Some(false),
+            restart_policy: Some("OnFailure".to_owned()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            security_context: Some(PodSecurityContext {
+                run_as_user: Some(user),
+                run_as_group: Some(user),
+                run_as_non_root: Some(true),
+                fs_group: Some(user),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "Localhost".to_owned(),
+                    localhost_profile: Some(settings.seccomp_profile.to_owned()),
+                }),
+                app_armor_profile: Some(AppArmorProfile {
+                    type_: "Unconfined".to_owned(),
+                    localhost_profile: None,
+                }),
+                ..PodSecurityContext::default()
+            }),
+            containers: vec![container],
+            volumes: Some(volumes),
+            ..PodSpec::default()
+        }),
+    };
+    KubeJob {
+        metadata: meta(
+            format!("cordon-{batch}-{}-", task.index),
+            batch,
+            Some(task.index),
+        ),
+        spec: Some(JobSpec {
+            backoff_limit: Some(BACKOFF_LIMIT),
+            ttl_seconds_after_finished: Some(KEEP_FINISHED),
+            template,
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: Some(read_only),
+        ..VolumeMount::default()
+    }
+}
+
+/// Whether `job` has finished: succeeded, or failed for good (its backoff spent).
+fn finished(job: &KubeJob) -> bool {
+    let Some(status) = &job.status else {
+        return false;
+    };
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        || status.succeeded.unwrap_or(0) > 0
+}
+
+/// The client for the cluster the kubeconfig (or the pod's own service account) names, its
+/// namespace the policy's or the kubeconfig's. Plain `http://` is refused but on loopback: the
+/// client sends the cluster's credentials with every request.
+async fn client(pod: &KubernetesPod) -> Result<(kube_client::Client, String), String> {
+    let mut config = kube_client::Config::infer().await.map_err(|err| {
+        format!(
+            "the kubernetes backend found no cluster: {}; set $KUBECONFIG (or write \
+             ~/.kube/config) naming the cluster, or run cordon in a pod",
+            escape_line(&err.to_string())
+        )
+    })?;
+    let url = &config.cluster_url;
+    if url.scheme_str() != Some("https") {
+        let loopback = url.host().is_some_and(|host| {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host == "localhost"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        if !loopback {
+            return Err(format!(
+                "the cluster's API server {} is not https: cordon would send the cluster's \
+                 credentials in the clear; name its https:// address in the kubeconfig (plain \
+                 http is accepted on loopback only)",
+                escape_line(&url.to_string())
+            ));
+        }
+    }
+    config.read_timeout = Some(API_TIMEOUT);
+    config.write_timeout = Some(API_TIMEOUT);
+    config.connect_timeout = Some(API_TIMEOUT);
+    let namespace = pod
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let client = kube_client::Client::try_from(config)
+        .map_err(|err| format!("the kubernetes client: {}", escape_line(&err.to_string())))?;
+    Ok((client, namespace))
+}
+
+/// What an API call's failure says, for the user.
+fn api_error(what: &str, err: &kube_client::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the cluster refused {what}: {}",
+        escape_line(&err.to_string())
+    )
+}
+
+/// The cluster's API, each call run to its end on the runtime (the store has its own: no call
+/// to it is made from inside one of these).
+struct Cluster {
+    runtime: tokio::runtime::Runtime,
+    namespace: String,
+    policies: Api<NetworkPolicy>,
+    configs: Api<ConfigMap>,
+    jobs: Api<KubeJob>,
+    /// The NetworkPolicy and ConfigMap made for this submission, deleted when it ends.
+    made: Vec<(bool, String)>,
+}
+
+impl Cluster {
+    fn connect(pod: &KubernetesPod) -> anyhow::Result<Result<Cluster, String>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (client, namespace) = match runtime.block_on(client(pod)) {
+            Ok(found) => found,
+            Err(message) => return Ok(Err(message)),
+        };
+        Ok(Ok(Cluster {
+            policies: Api::namespaced(client.clone(), &namespace),
+            configs: Api::namespaced(client.clone(), &namespace),
+            jobs: Api::namespaced(client, &namespace),
+            namespace,
+            runtime,
+            made: Vec::new(),
+        }))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (is_policy, name) in std::mem::take(&mut self.made) {
+            let params = DeleteParams::background();
+            let _ = if is_policy {
+                self.runtime
+                    .block_on(self.policies.delete(&name, &params))
+                    .map(|_| ())
+            } else {
+                self.runtime
+                    .block_on(self.configs.delete(&name, &params))
+                    .map(|_| ())
+            };
+        }
+    }
+}
+
+/// Submits a Job per task of `waiting`, at most `jobs` unfinished at once, and waits for them,
+/// printing each task as its run ends. `Err` is a usage problem (no shared store, no settings,
+/// no cluster).
+pub(super) fn run(
+    job: &Job<'_>,
+    waiting: &[TaskRow],
+    jobs: u32,
+    signal: &AtomicUsize,
+    report: &mut Report<'_>,
+    isolation: &Isolation,
+) -> anyhow::Result<Result<(), String>> {
+    let (store, operator) = match checked(job.state_dir, job.policy) {
+        Ok(found) => found,
+        Err(message) => return Ok(Err(message)),
+    };
+    let settings = match Settings::check(&operator.policy.kubernetes) {
+        Ok(settings) => settings,
+        Err(message) => return Ok(Err(message)),
+    };
+    let policy_text = match &operator.path {
+        Some(path) => match read_policy(path) {
+            Ok(text) => text,
+            Err(message) => return Ok(Err(message)),
+        },
+        None => String::new(),
+    };
+    if waiting.is_empty() {
+        return Ok(Ok(()));
+    }
+    let mut cluster = match Cluster::connect(settings.pod)? {
+        Ok(cluster) => cluster,
+        Err(message) => return Ok(Err(message)),
+    };
+    let batch = job.batch;
+    let created = cluster
+        .runtime
+        .block_on(
+            cluster
+                .policies
+                .create(&PostParams::default(), &network_policy(batch, settings.pod)),
+        )
+        .map_err(|err| api_error("the batch's NetworkPolicy", &err))?;
+    cluster
+        .made
+        .push((true, created.metadata.name.unwrap_or_default()));
+    let created = cluster
+        .runtime
+        .block_on(
+            cluster
+                .configs
+                .create(&PostParams::default(), &policy_map(batch, &policy_text)),
+        )
+        .map_err(|err| api_error("the batch's policy ConfigMap", &err))?;
+    let config_map = created.metadata.name.unwrap_or_default();
+    cluster.made.push((false, config_map.clone()));
+    let pod = (&settings, store, config_map.as_str(), isolation);
+    submit(&cluster, (job, waiting, jobs, signal, report), pod)?;
+    Ok(Ok(()))
+}
+
+/// A shared store and the operator's `[kubernetes]`, or what is missing.
+pub(super) fn preflight(
+    state_dir: &cordon_store::StateDir,
+    policy: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let (_, operator) = checked(state_dir, policy)?;
+    Settings::check(&operator.policy.kubernetes).map(|_| ())
+}
+
+/// The shared store's URL and the operator policy.
+fn checked<'s>(
+    state_dir: &'s cordon_store::StateDir,
+    policy: Option<&std::path::Path>,
+) -> Result<(&'s str, crate::operator::Operator), String> {
+    let store = state_dir.store().ok_or_else(|| {
+        "the kubernetes backend needs a shared store: its workers run in pods, where they read \
+         their tasks and write their runs; pass --store postgres://USER@HOST/DB (or set \
+         $CORDON_STORE) that the pods can reach"
+            .to_owned()
+    })?;
+    Ok((store, crate::operator::load(policy, None)?))
+}
+
+/// The operator policy's text, carried into the pods.
+fn read_policy(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let shown = escape_line(&path.display().to_string()).into_owned();
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_POLICY + 1).read_to_string(&mut text))
+        .map_err(|err| format!("the operator policy {shown}: {err}"))?;
+    if text.len() as u64 > MAX_POLICY {
+        return Err(format!(
+            "the operator policy {shown} is larger than {} KiB, the most a pod is given",
+            MAX_POLICY >> 10
+        ));
+    }
+    Ok(text)
+}
+
+type Batch<'a, 'j, 'r> = (
+    &'a Job<'j>,
+    &'a [TaskRow],
+    u32,
+    &'a AtomicUsize,
+    &'a mut Report<'r>,
+);
+type Pod<'a, 'b> = (&'a Settings<'b>, &'a str, &'a str, &'a Isolation);
+
+fn submit(
+    cluster: &Cluster,
+    (job, waiting, jobs, signal, report): Batch<'_, '_, '_>,
+    (settings, store, config_map, isolation): Pod<'_, '_>,
+) -> anyhow::Result<()> {
+    let batch = job.batch;
+    let (api, namespace) = (&cluster.jobs, cluster.namespace.as_str());
+    let indexes: Vec<u32> = waiting.iter().map(|t| t.index).collect();
+    let mut pending: std::collections::VecDeque<&TaskRow> = waiting.iter().collect();
+    // The Jobs not finished yet: name and task index.
+    let mut live: Vec<(String, u32)> = Vec::new();
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
+    let mut cancelled: Option<Instant> = None;
+    loop {
+        if signal.load(Ordering::SeqCst) != 0 && cancelled.is_none() {
+            // No more Jobs; each live one is deleted in the foreground: its pod gets SIGTERM
+            // (the worker appends `run.interrupted` and lets its lease go) and the Job stays
+            // until the pod has ended.
+            pending.clear();
+            for (name, _) in &live {
+                let _ = cluster
+                    .runtime
+                    .block_on(api.delete(name, &DeleteParams::foreground()));
+            }
+            cancelled = Some(Instant::now());
+        }
+        while cancelled.is_none() && live.len() < jobs as usize {
+            let Some(task) = pending.pop_front() else {
+                break;
+            };
+            let manifest = self::job(batch, task, settings, store, config_map, isolation);
+            let created = cluster
+                .runtime
+                .block_on(api.create(&PostParams::default(), &manifest))
+                .map_err(|err| {
+                    api_error(&format!("the Job of task {}", escape_line(&task.id)), &err)
+                })?;
+            let name = created.metadata.name.unwrap_or_default();
+            eprintln!("task {}  job {namespace}/{name}", escape_line(&task.id));
+            names.insert(task.index, name.clone());
+            live.push((name, task.index));
+        }
+        if live.is_empty() {
+            break;
+        }
+        std::thread::sleep(LOOK_EVERY);
+        let mut index = 0;
+        while index < live.len() {
+            let ended = match cluster.runtime.block_on(api.get_opt(&live[index].0)) {
+                Ok(Some(found)) => cancelled.is_none() && finished(&found),
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if ended {
+                let (_, task) = live.swap_remove(index);
+                if cancelled.is_none() {
+                    report.tasks(&[task], &|t| log_of(namespace, &names, t), false)?;
+                }
+            } else {
+                index += 1;
+            }
+        }
+        if cancelled.is_some_and(|at| at.elapsed() > AFTER_CANCEL) {
+            eprintln!(
+                "cordon: {} of the batch's Jobs had not ended {} s after their deletion; see \
+                 `kubectl get jobs -n {namespace} -l cordon-batch={batch}`",
+                live.len(),
+                AFTER_CANCEL.as_secs()
+            );
+            break;
+        }
+    }
+    if cancelled.is_none() {
+        report.tasks(&indexes, &|t| log_of(namespace, &names, t), false)?;
+    }
+    Ok(())
+}
+
+/// Where a task's log is: its Job's pod.
+fn log_of(namespace: &str, names: &BTreeMap<u32, String>, task: &TaskRow) -> String {
+    match names.get(&task.index) {
+        Some(name) => format!("kubectl logs -n {namespace} job/{name}"),
+        None => "no job".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(text: &str) -> KubernetesPod {
+        cordon_pipeline::policy::parse("policy.toml", text)
+            .expect("a valid policy")
+            .kubernetes
+    }
+
+    #[test]
+    fn a_pipeline_s_isolation_caps_become_the_pod_s_requests_and_limits() {
+        let mut isolation = Isolation::default();
+        assert_eq!(resources(&isolation), None);
+        isolation.memory = cordon_pipeline::ByteSize::parse("2G").ok();
+        isolation.cpus = cordon_pipeline::Cpus::parse("1.5");
+        let caps = resources(&isolation).expect("caps");
+        let want = BTreeMap::from([
+            ("cpu".to_owned(), Quantity("1500m".to_owned())),
+            (
+                "memory".to_owned(),
+                Quantity(((2u64 << 30) + (256 << 20)).to_string()),
+            ),
+        ]);
+        assert_eq!(caps.requests.as_ref(), Some(&want));
+        assert_eq!(caps.limits.as_ref(), Some(&want));
+    }
+
+    #[test]
+    fn the_network_policy_admits_nothing_in_and_only_the_operator_s_networks_and_dns_out() {
+        let batch = RunId::from_u128(7);
+        let policy = network_policy(
+            batch,
+            &pod("[kubernetes]\negress = [\"10.1.0.0/16\", \"fd00::/8\", \"192.0.2.7\"]\n"),
+        );
+        let spec = policy.spec.expect("spec");
+        assert_eq!(spec.ingress, Some(Vec::new()));
+        let egress = spec.egress.expect("egress");
+        let cidrs: Vec<&str> = egress
+            .iter()
+            .flat_map(|rule| rule.to.iter().flatten())
+            .filter_map(|peer| peer.ip_block.as_ref().map(|b| b.cidr.as_str()))
+            .collect();
+        assert_eq!(cidrs, ["10.1.0.0/16", "fd00::/8", "192.0.2.7/32"]);
+        assert_eq!(egress.len(), 4, "three networks and DNS");
+        let dns = egress.last().expect("dns");
+        assert!(dns.to.iter().flatten().all(|p| p.ip_block.is_none()));
+        assert_eq!(dns.ports.as_ref().map(Vec::len), Some(2));
+        let selector = spec.pod_selector.and_then(|s| s.match_labels);
+        assert_eq!(
+            selector.and_then(|l| l.get("cordon-batch").cloned()),
+            Some(batch.to_string())
+        );
+    }
+
+    #[test]
+    fn a_policy_without_an_image_or_seccomp_profile_is_refused_with_the_keys_to_add() {
+        for text in [
+            "",
+            "[kubernetes]\nimage = \"registry.example.com/cordon:1\"\n",
+            "[kubernetes]\nseccomp_profile = \"profiles/cordon.json\"\n",
+        ] {
+            let pod = pod(text);
+            let err = Settings::check(&pod).err().expect(text);
+            assert!(
+                err.contains("`image = ") && err.contains("seccomp_profile"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_job_is_finished_when_complete_failed_or_succeeded() {
+        use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+        let with = |status: Option<JobStatus>| KubeJob {
+            status,
+            ..KubeJob::default()
+        };
+        let condition = |type_: &str, status: &str| JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: type_.to_owned(),
+                status: status.to_owned(),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        };
+        assert!(!finished(&with(None)));
+        assert!(!finished(&with(Some(JobStatus {
+            active: Some(1),
+            ..JobStatus::default()
+        }))));
+        assert!(finished(&with(Some(condition("Complete", "True")))));
+        assert!(finished(&with(Some(condition("Failed", "True")))));
+        assert!(!finished(&with(Some(condition("Failed", "False")))));
+        assert!(!finished(&with(Some(condition("Suspended", "True")))));
+        assert!(finished(&with(Some(JobStatus {
+            succeeded: Some(1),
+            ..JobStatus::default()
+        }))));
+    }
+}
