@@ -444,6 +444,26 @@ async fn client(pod: &KubernetesPod) -> Result<(kube_client::Client, String), St
     Ok((client, namespace))
 }
 
+/// The name the cluster gave an object cordon created: an object name (it is printed, and put in
+/// the paths of later calls), else an error.
+fn named(name: Option<String>, what: &str) -> anyhow::Result<String> {
+    match name {
+        Some(name)
+            if !name.is_empty()
+                && name.len() <= 253
+                && name.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b)
+                }) =>
+        {
+            Ok(name)
+        }
+        other => anyhow::bail!(
+            "the cluster named {what} it created `{}`, which is not an object name",
+            escape_line(&other.unwrap_or_default())
+        ),
+    }
+}
+
 /// What an API call's failure says, for the user.
 fn api_error(what: &str, err: &kube_client::Error) -> anyhow::Error {
     anyhow::anyhow!(
@@ -543,9 +563,8 @@ pub(super) fn run(
                 .create(&PostParams::default(), &network_policy(batch, settings.pod)),
         )
         .map_err(|err| api_error("the batch's NetworkPolicy", &err))?;
-    cluster
-        .made
-        .push((true, created.metadata.name.unwrap_or_default()));
+    let name = named(created.metadata.name, "the NetworkPolicy")?;
+    cluster.made.push((true, name));
     let created = cluster
         .runtime
         .block_on(
@@ -554,7 +573,7 @@ pub(super) fn run(
                 .create(&PostParams::default(), &policy_map(batch, &policy_text)),
         )
         .map_err(|err| api_error("the batch's policy ConfigMap", &err))?;
-    let config_map = created.metadata.name.unwrap_or_default();
+    let config_map = named(created.metadata.name, "the ConfigMap")?;
     cluster.made.push((false, config_map.clone()));
     let pod = (&settings, store, config_map.as_str(), isolation);
     submit(&cluster, (job, waiting, jobs, signal, report), pod)?;
@@ -647,7 +666,7 @@ fn submit(
                 .map_err(|err| {
                     api_error(&format!("the Job of task {}", escape_line(&task.id)), &err)
                 })?;
-            let name = created.metadata.name.unwrap_or_default();
+            let name = named(created.metadata.name, "a Job")?;
             eprintln!("task {}  job {namespace}/{name}", escape_line(&task.id));
             names.insert(task.index, name.clone());
             live.push((name, task.index));
@@ -763,6 +782,30 @@ mod tests {
             assert!(
                 err.contains("`image = ") && err.contains("seccomp_profile"),
                 "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_the_cluster_gives_is_taken_only_when_it_is_an_object_name() {
+        assert_eq!(
+            named(Some("cordon-01m-0-abcde".to_owned()), "a Job").ok(),
+            Some("cordon-01m-0-abcde".to_owned())
+        );
+        for bad in [
+            None,
+            Some(String::new()),
+            Some("a/../b".to_owned()),
+            Some("x\u{1b}[2J".to_owned()),
+            Some("A".to_owned()),
+            Some("a".repeat(254)),
+        ] {
+            let err = named(bad.clone(), "a Job")
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                err.contains("is not an object name") && !err.contains('\u{1b}'),
+                "{bad:?}: {err}"
             );
         }
     }
