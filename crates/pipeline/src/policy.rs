@@ -790,7 +790,7 @@ impl Cx<'_, '_> {
                     .as_str()
                     .parse::<u32>()
                     .ok()
-                    .filter(|u| (1..=i32::MAX as u32).contains(u)),
+                    .filter(|u| (1..=65_535).contains(u)),
                 _ => None,
             };
             match parsed {
@@ -798,8 +798,8 @@ impl Cx<'_, '_> {
                 None => {
                     out.error(
                         self.at(v),
-                        "`kubernetes.user` is the non-root uid cordon runs as in the pod (1 and \
-                         up), like `user = 1000`",
+                        "`kubernetes.user` is the non-root uid cordon runs as in the pod (1 to \
+                         65535, the uids of a user-namespaced pod), like `user = 1000`",
                     );
                     ok = false;
                 }

@@ -399,11 +399,17 @@ fn workers(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<
         batch,
         printed: std::collections::BTreeSet::new(),
     };
+    // The policy as an absolute path: workers start elsewhere (a Slurm task in the batch's log
+    // directory), where a relative one would name another file — one in a task's clone, say.
+    let policy = match run.policy.as_deref().map(std::path::absolute).transpose() {
+        Ok(policy) => policy,
+        Err(err) => return Ok(usage(&format!("the operator policy file: {err}"))),
+    };
     let job = Job {
         exe: std::env::current_exe()?,
         batch,
         state_dir,
-        policy: run.policy.as_deref(),
+        policy: policy.as_deref(),
         logs: &logs,
     };
     let jobs = run.jobs.map_or_else(

@@ -45,8 +45,8 @@ struct State {
     config_maps: BTreeMap<String, Value>,
     pods: BTreeMap<String, Pod>,
     named: u32,
-    /// Answer every Job creation with 403, as a cluster whose RBAC refuses it.
-    refuse_jobs: bool,
+    /// Answer Job creations after this many with 403, as a cluster whose quota refuses them.
+    refuse_jobs_after: Option<usize>,
 }
 
 /// The scripted API server and kubelet.
@@ -220,7 +220,11 @@ fn answer(
     let name = segments.get(at + 3).map(|s| (*s).to_owned());
     match (method, name) {
         ("POST", None) => {
-            if kind == "jobs" && state.refuse_jobs {
+            if kind == "jobs"
+                && state
+                    .refuse_jobs_after
+                    .is_some_and(|n| state.pods.len() >= n)
+            {
                 return status(
                     403,
                     "Forbidden",
@@ -847,26 +851,41 @@ fn a_kubernetes_batch_is_refused_before_it_is_recorded_without_what_the_pods_nee
     assert_eq!(plain.status.code(), Some(2), "{}", text(&plain));
     assert!(text(&plain).contains("is not https"), "{}", text(&plain));
 
-    // A cluster refusing the Jobs: the error names it, and what was made is deleted.
+    // A cluster refusing the second Job: the error names it, the first Job is stopped, and
+    // only then are the NetworkPolicy and ConfigMap deleted (no pod outlives its walls).
+    let two = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n{\"id\":\"b\",\"repo\":\"repo\"}\n");
     let cluster = Cluster::start(b.dir.path());
-    cluster.state.lock().expect("lock").refuse_jobs = true;
-    let refused = submit(
-        &[
+    cluster.state.lock().expect("lock").refuse_jobs_after = Some(1);
+    let refused = b
+        .cordon(&[
+            "batch",
+            pipeline.to_str().unwrap_or_default(),
+            "--tasks",
+            two.to_str().unwrap_or_default(),
+            "--backend",
+            "kubernetes",
+            "--jobs",
+            "2",
             "--policy",
             full.to_str().unwrap_or_default(),
             "--store",
             &pg.url,
-        ],
-        &cluster.kubeconfig(),
-    );
+        ])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .output()
+        .expect("cordon batch");
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
     let said = text(&refused);
     assert!(
-        said.contains("the cluster refused the Job of task a") && said.contains("forbidden"),
+        said.contains("the cluster refused the Job of task b") && said.contains("forbidden"),
         "{said}"
     );
     let deleted: Vec<String> = cluster.deleted().into_iter().map(|(p, _)| p).collect();
-    assert_eq!(deleted.len(), 2, "{deleted:?}");
+    assert_eq!(deleted.len(), 3, "{deleted:?}");
+    assert!(
+        deleted[0].contains("/jobs/cordon-"),
+        "the Job first: {deleted:?}"
+    );
 }
 
 #[test]

@@ -234,6 +234,7 @@ fn the_kubernetes_pod_settings_default_to_uid_1000_and_are_checked() {
     assert_eq!(pod.env_secrets, ["model-keys", "forge.token"]);
     for (text, want) in [
         ("user = 0\n", "`kubernetes.user` is the non-root uid"),
+        ("user = 65536\n", "1 to 65535"),
         ("user = \"1000\"\n", "like `user = 1000`"),
         (
             "namespace = \"Cordon\"\n",

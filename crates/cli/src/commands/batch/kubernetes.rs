@@ -57,6 +57,8 @@ const POLICY_DIR: &str = "/etc/cordon";
 const POLICY_KEY: &str = "policy.toml";
 /// Where the store's password (the operator's Secret) is mounted.
 const PASSWORD_DIR: &str = "/var/run/cordon/store";
+/// The instance metadata address of the clouds, never reachable from a pod.
+const METADATA: std::net::Ipv4Addr = std::net::Ipv4Addr::new(169, 254, 169, 254);
 /// The memory a pod has beyond one sandbox's cap: cordon itself, git and the egress proxy.
 const OVERHEAD: u64 = 256 << 20;
 /// How many times a task's pod may fail before its Job is failed.
@@ -65,6 +67,8 @@ const BACKOFF_LIMIT: i32 = 3;
 const KEEP_FINISHED: i32 = 86_400;
 /// How often the unfinished Jobs are looked at.
 const LOOK_EVERY: Duration = Duration::from_secs(2);
+/// How many looks in a row may fail to read the Jobs before the submission ends.
+const UNREAD_LOOKS: u64 = 30;
 /// How long the deleted Jobs' pods are given to stop their runs after an interrupt.
 const AFTER_CANCEL: Duration = Duration::from_secs(90);
 /// How long one API call may take from its request to the last byte of its answer.
@@ -130,10 +134,13 @@ pub(super) fn network_policy(batch: RunId, pod: &KubernetesPod) -> NetworkPolicy
         .iter()
         .map(|cidr| NetworkPolicyEgressRule {
             to: Some(vec![NetworkPolicyPeer {
-                // Always `ADDRESS/LENGTH`: the API refuses a bare address.
+                // Always `ADDRESS/LENGTH`: the API refuses a bare address. A network holding the
+                // clouds' instance metadata address never includes it (its credentials are the
+                // node's).
                 ip_block: Some(IPBlock {
                     cidr: format!("{}/{}", cidr.network(), cidr.length()),
-                    except: None,
+                    except: (cidr.length() < 32 && cidr.contains(METADATA.into()))
+                        .then(|| vec![format!("{METADATA}/32")]),
                 }),
                 ..NetworkPolicyPeer::default()
             }]),
@@ -416,21 +423,28 @@ async fn client(pod: &KubernetesPod) -> Result<(kube_client::Client, String), St
     })?;
     let url = &config.cluster_url;
     if url.scheme_str() != Some("https") {
+        // By address only: `localhost` is whatever the resolver says it is.
         let loopback = url.host().is_some_and(|host| {
             let host = host.trim_start_matches('[').trim_end_matches(']');
-            host == "localhost"
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
+            host.parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
         });
         if !loopback {
             return Err(format!(
                 "the cluster's API server {} is not https: cordon would send the cluster's \
                  credentials in the clear; name its https:// address in the kubeconfig (plain \
-                 http is accepted on loopback only)",
+                 http is accepted on a loopback address only)",
                 escape_line(&url.to_string())
             ));
         }
+    }
+    if config.proxy_url.is_some() {
+        return Err(
+            "the kubeconfig or $HTTPS_PROXY names a proxy for the cluster's API server, \
+                    and cordon reaches the API server directly: add the server to $NO_PROXY or \
+                    remove the kubeconfig's `proxy-url`"
+                .to_owned(),
+        );
     }
     config.read_timeout = Some(API_TIMEOUT);
     config.write_timeout = Some(API_TIMEOUT);
@@ -449,10 +463,12 @@ async fn client(pod: &KubernetesPod) -> Result<(kube_client::Client, String), St
 fn named(name: Option<String>, what: &str) -> anyhow::Result<String> {
     match name {
         Some(name)
-            if !name.is_empty()
-                && name.len() <= 253
-                && name.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b)
+            if name.len() <= 253
+                && name.split('.').all(|label| {
+                    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+                    label.bytes().next().is_some_and(alnum)
+                        && label.bytes().last().is_some_and(alnum)
+                        && label.bytes().all(|b| alnum(b) || b == b'-')
                 }) =>
         {
             Ok(name)
@@ -480,8 +496,14 @@ struct Cluster {
     policies: Api<NetworkPolicy>,
     configs: Api<ConfigMap>,
     jobs: Api<KubeJob>,
-    /// The NetworkPolicy and ConfigMap made for this submission, deleted when it ends.
+    /// The NetworkPolicy and ConfigMap made for this submission, deleted when it ends (unless a
+    /// Job of it is left: its pod keeps its walls).
     made: Vec<(bool, String)>,
+    /// The Jobs not finished yet: name and task index. Deleted (their pods stopped) should this
+    /// submission end with them live.
+    live: Vec<(String, u32)>,
+    /// The Jobs did not go after their deletion: they are left, with the NetworkPolicy.
+    abandoned: bool,
 }
 
 impl Cluster {
@@ -500,21 +522,78 @@ impl Cluster {
             namespace,
             runtime,
             made: Vec::new(),
+            live: Vec::new(),
+            abandoned: false,
         }))
+    }
+
+    /// `future` (an API call about `what`) run to its end within [`API_TIMEOUT`], answer and
+    /// all.
+    fn call<T>(
+        &self,
+        what: &str,
+        future: impl std::future::Future<Output = Result<T, kube_client::Error>>,
+    ) -> anyhow::Result<T> {
+        match self
+            .runtime
+            .block_on(async { tokio::time::timeout(API_TIMEOUT, future).await })
+        {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(api_error(what, &err)),
+            Err(_) => anyhow::bail!(
+                "the cluster did not answer about {what} within {} s",
+                API_TIMEOUT.as_secs()
+            ),
+        }
+    }
+
+    /// Deletes the live Jobs in the foreground (each pod gets SIGTERM; its worker stops its run
+    /// resumably) and waits, up to [`AFTER_CANCEL`], for them to go.
+    fn stop_live(&mut self) {
+        for (name, _) in &self.live {
+            let _ = self.call("a Job", self.jobs.delete(name, &DeleteParams::foreground()));
+        }
+        let deadline = Instant::now() + AFTER_CANCEL;
+        while !self.live.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(LOOK_EVERY);
+            let mut kept = Vec::new();
+            for (name, task) in std::mem::take(&mut self.live) {
+                if !matches!(self.call("a Job", self.jobs.get_opt(&name)), Ok(None)) {
+                    kept.push((name, task));
+                }
+            }
+            self.live = kept;
+        }
+        if !self.live.is_empty() {
+            self.abandoned = true;
+            eprintln!(
+                "cordon: {} of the batch's Jobs had not ended {} s after their deletion; they \
+                 and the batch's NetworkPolicy are left: see `kubectl get jobs -n {}`",
+                self.live.len(),
+                AFTER_CANCEL.as_secs(),
+                self.namespace
+            );
+        }
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if !self.abandoned && !self.live.is_empty() {
+            // An error ended the submission with Jobs running: they are stopped first, so no
+            // pod outlives its NetworkPolicy.
+            self.stop_live();
+        }
+        if self.abandoned {
+            return;
+        }
         for (is_policy, name) in std::mem::take(&mut self.made) {
             let params = DeleteParams::background();
             let _ = if is_policy {
-                self.runtime
-                    .block_on(self.policies.delete(&name, &params))
+                self.call("the NetworkPolicy", self.policies.delete(&name, &params))
                     .map(|_| ())
             } else {
-                self.runtime
-                    .block_on(self.configs.delete(&name, &params))
+                self.call("the ConfigMap", self.configs.delete(&name, &params))
                     .map(|_| ())
             };
         }
@@ -555,28 +634,24 @@ pub(super) fn run(
         Err(message) => return Ok(Err(message)),
     };
     let batch = job.batch;
-    let created = cluster
-        .runtime
-        .block_on(
-            cluster
-                .policies
-                .create(&PostParams::default(), &network_policy(batch, settings.pod)),
-        )
-        .map_err(|err| api_error("the batch's NetworkPolicy", &err))?;
+    let created = cluster.call(
+        "the batch's NetworkPolicy",
+        cluster
+            .policies
+            .create(&PostParams::default(), &network_policy(batch, settings.pod)),
+    )?;
     let name = named(created.metadata.name, "the NetworkPolicy")?;
     cluster.made.push((true, name));
-    let created = cluster
-        .runtime
-        .block_on(
-            cluster
-                .configs
-                .create(&PostParams::default(), &policy_map(batch, &policy_text)),
-        )
-        .map_err(|err| api_error("the batch's policy ConfigMap", &err))?;
+    let created = cluster.call(
+        "the batch's policy ConfigMap",
+        cluster
+            .configs
+            .create(&PostParams::default(), &policy_map(batch, &policy_text)),
+    )?;
     let config_map = named(created.metadata.name, "the ConfigMap")?;
     cluster.made.push((false, config_map.clone()));
     let pod = (&settings, store, config_map.as_str(), isolation);
-    submit(&cluster, (job, waiting, jobs, signal, report), pod)?;
+    submit(&mut cluster, (job, waiting, jobs, signal, report), pod)?;
     Ok(Ok(()))
 }
 
@@ -630,80 +705,75 @@ type Batch<'a, 'j, 'r> = (
 type Pod<'a, 'b> = (&'a Settings<'b>, &'a str, &'a str, &'a Isolation);
 
 fn submit(
-    cluster: &Cluster,
+    cluster: &mut Cluster,
     (job, waiting, jobs, signal, report): Batch<'_, '_, '_>,
     (settings, store, config_map, isolation): Pod<'_, '_>,
 ) -> anyhow::Result<()> {
     let batch = job.batch;
-    let (api, namespace) = (&cluster.jobs, cluster.namespace.as_str());
+    let namespace = cluster.namespace.clone();
+    let namespace = namespace.as_str();
     let indexes: Vec<u32> = waiting.iter().map(|t| t.index).collect();
     let mut pending: std::collections::VecDeque<&TaskRow> = waiting.iter().collect();
-    // The Jobs not finished yet: name and task index.
-    let mut live: Vec<(String, u32)> = Vec::new();
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
-    let mut cancelled: Option<Instant> = None;
+    // How many looks in a row failed to read a Job.
+    let mut unread = 0;
     loop {
-        if signal.load(Ordering::SeqCst) != 0 && cancelled.is_none() {
+        if signal.load(Ordering::SeqCst) != 0 {
             // No more Jobs; each live one is deleted in the foreground: its pod gets SIGTERM
             // (the worker appends `run.interrupted` and lets its lease go) and the Job stays
             // until the pod has ended.
-            pending.clear();
-            for (name, _) in &live {
-                let _ = cluster
-                    .runtime
-                    .block_on(api.delete(name, &DeleteParams::foreground()));
-            }
-            cancelled = Some(Instant::now());
+            cluster.stop_live();
+            return Ok(());
         }
-        while cancelled.is_none() && live.len() < jobs as usize {
+        while cluster.live.len() < jobs as usize {
             let Some(task) = pending.pop_front() else {
                 break;
             };
             let manifest = self::job(batch, task, settings, store, config_map, isolation);
-            let created = cluster
-                .runtime
-                .block_on(api.create(&PostParams::default(), &manifest))
-                .map_err(|err| {
-                    api_error(&format!("the Job of task {}", escape_line(&task.id)), &err)
-                })?;
+            let created = cluster.call(
+                &format!("the Job of task {}", escape_line(&task.id)),
+                cluster.jobs.create(&PostParams::default(), &manifest),
+            )?;
             let name = named(created.metadata.name, "a Job")?;
             eprintln!("task {}  job {namespace}/{name}", escape_line(&task.id));
             names.insert(task.index, name.clone());
-            live.push((name, task.index));
+            cluster.live.push((name, task.index));
         }
-        if live.is_empty() {
+        if cluster.live.is_empty() {
             break;
         }
         std::thread::sleep(LOOK_EVERY);
         let mut index = 0;
-        while index < live.len() {
-            let ended = match cluster.runtime.block_on(api.get_opt(&live[index].0)) {
-                Ok(Some(found)) => cancelled.is_none() && finished(&found),
+        let mut failed = None;
+        while index < cluster.live.len() {
+            let ended = match cluster.call("a Job", cluster.jobs.get_opt(&cluster.live[index].0)) {
+                Ok(Some(found)) => finished(&found),
                 Ok(None) => true,
-                Err(_) => false,
+                Err(err) => {
+                    failed = Some(err);
+                    false
+                }
             };
             if ended {
-                let (_, task) = live.swap_remove(index);
-                if cancelled.is_none() {
-                    report.tasks(&[task], &|t| log_of(namespace, &names, t), false)?;
-                }
+                let (_, task) = cluster.live.swap_remove(index);
+                report.tasks(&[task], &|t| log_of(namespace, &names, t), false)?;
             } else {
                 index += 1;
             }
         }
-        if cancelled.is_some_and(|at| at.elapsed() > AFTER_CANCEL) {
-            eprintln!(
-                "cordon: {} of the batch's Jobs had not ended {} s after their deletion; see \
-                 `kubectl get jobs -n {namespace} -l cordon-batch={batch}`",
-                live.len(),
-                AFTER_CANCEL.as_secs()
-            );
-            break;
+        // A cluster that cannot be read for a minute ends the submission (its Jobs stopped).
+        unread = if failed.is_some() { unread + 1 } else { 0 };
+        if let Some(err) = failed
+            && unread >= UNREAD_LOOKS
+        {
+            return Err(err.context(format!(
+                "the batch's Jobs could not be read for {} s; see `kubectl get jobs -n \
+                 {namespace} -l cordon-batch={batch}`",
+                UNREAD_LOOKS * LOOK_EVERY.as_secs()
+            )));
         }
     }
-    if cancelled.is_none() {
-        report.tasks(&indexes, &|t| log_of(namespace, &names, t), false)?;
-    }
+    report.tasks(&indexes, &|t| log_of(namespace, &names, t), false)?;
     Ok(())
 }
 
@@ -759,6 +829,14 @@ mod tests {
             .filter_map(|peer| peer.ip_block.as_ref().map(|b| b.cidr.as_str()))
             .collect();
         assert_eq!(cidrs, ["10.1.0.0/16", "fd00::/8", "192.0.2.7/32"]);
+        let open = network_policy(batch, &pod("[kubernetes]\negress = [\"0.0.0.0/0\"]\n"));
+        let rules = open.spec.and_then(|s| s.egress).expect("egress");
+        let block = rules[0].to.as_ref().and_then(|t| t[0].ip_block.clone());
+        assert_eq!(
+            block.and_then(|b| b.except),
+            Some(vec!["169.254.169.254/32".to_owned()]),
+            "the metadata service is never reachable"
+        );
         assert_eq!(egress.len(), 4, "three networks and DNS");
         let dns = egress.last().expect("dns");
         assert!(dns.to.iter().flatten().all(|p| p.ip_block.is_none()));
@@ -796,6 +874,9 @@ mod tests {
             None,
             Some(String::new()),
             Some("a/../b".to_owned()),
+            Some("..".to_owned()),
+            Some(".".to_owned()),
+            Some("a..b".to_owned()),
             Some("x\u{1b}[2J".to_owned()),
             Some("A".to_owned()),
             Some("a".repeat(254)),

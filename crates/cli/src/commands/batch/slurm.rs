@@ -48,6 +48,21 @@ fn program(name: &str) -> Result<PathBuf, String> {
         })
 }
 
+/// `<logs>/slurm-%a.log` as sbatch's `--output` pattern: a `%` of the directory doubled, so
+/// Slurm does not expand it.
+fn output_pattern(logs: &Path) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+    let mut bytes = Vec::new();
+    for &byte in logs.as_os_str().as_bytes() {
+        bytes.push(byte);
+        if byte == b'%' {
+            bytes.push(b'%');
+        }
+    }
+    bytes.extend_from_slice(b"/slurm-%a.log");
+    std::ffi::OsString::from_vec(bytes)
+}
+
 /// A shared store and Slurm's client commands, or what is missing.
 pub(super) fn preflight(state_dir: &cordon_store::StateDir) -> Result<(), String> {
     if state_dir.store().is_none() {
@@ -128,7 +143,7 @@ pub(super) fn run(
         .arg(format!("--job-name=cordon-batch-{}", job.batch))
         .arg(format!("--array={}%{jobs}", array.join(",")))
         .arg("--output")
-        .arg(job.logs.join("slurm-%a.log"))
+        .arg(output_pattern(job.logs))
         .arg("--open-mode=append")
         .arg("--chdir")
         .arg(job.logs)
@@ -247,5 +262,11 @@ mod tests {
         ] {
             assert_eq!(super::quoted(std::ffi::OsStr::from_bytes(text)), want);
         }
+    }
+
+    #[test]
+    fn a_percent_in_the_log_directory_is_not_expanded_by_slurm() {
+        let pattern = super::output_pattern(std::path::Path::new("/srv/50%/b"));
+        assert_eq!(pattern.as_bytes(), b"/srv/50%%/b/slurm-%a.log");
     }
 }
