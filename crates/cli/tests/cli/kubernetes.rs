@@ -428,6 +428,34 @@ fn policy(dir: &Path, extra: &str) -> PathBuf {
     path
 }
 
+/// `cordon batch` of the tooling's pipeline on `tasks`, a Job per task on `cluster`.
+fn on_cluster(
+    b: &Batch,
+    cluster: &Cluster,
+    tasks: &Path,
+    policy: &Path,
+    store: &str,
+    extra: &[&str],
+) -> Command {
+    let pipeline = b.tooling.join("pipeline.yaml");
+    let mut args = vec![
+        "batch",
+        pipeline.to_str().unwrap_or_default(),
+        "--tasks",
+        tasks.to_str().unwrap_or_default(),
+        "--backend",
+        "kubernetes",
+        "--policy",
+        policy.to_str().unwrap_or_default(),
+        "--store",
+        store,
+    ];
+    args.extend_from_slice(extra);
+    let mut command = b.cordon(&args);
+    command.env("KUBECONFIG", cluster.kubeconfig());
+    command
+}
+
 fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -464,23 +492,7 @@ fn a_batch_runs_to_success_as_one_kubernetes_job_per_task_built_from_the_api_typ
         "{\"id\":\"a\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n\
          {\"id\":\"b\",\"repo\":\"repo\",\"vars\":{\"n\":\"2\"}}\n",
     );
-    let pipeline = b.tooling.join("pipeline.yaml");
-    let out = b
-        .cordon(&[
-            "batch",
-            pipeline.to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-            "--backend",
-            "kubernetes",
-            "--jobs",
-            "1",
-            "--policy",
-            policy.to_str().unwrap_or_default(),
-            "--store",
-            &pg.url,
-        ])
-        .env("KUBECONFIG", cluster.kubeconfig())
+    let out = on_cluster(&b, &cluster, &tasks, &policy, &pg.url, &["--jobs", "1"])
         .output()
         .expect("cordon batch");
     let stderr = text(&out);
@@ -623,20 +635,7 @@ steps:
 fn start_slow(b: &Batch, cluster: &Cluster, pg: &Pg) -> (Child, String) {
     let policy = policy(b.dir.path(), "");
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let mut child = b
-        .cordon(&[
-            "batch",
-            b.tooling.join("pipeline.yaml").to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-            "--backend",
-            "kubernetes",
-            "--policy",
-            policy.to_str().unwrap_or_default(),
-            "--store",
-            &pg.url,
-        ])
-        .env("KUBECONFIG", cluster.kubeconfig())
+    let mut child = on_cluster(b, cluster, &tasks, &policy, &pg.url, &[])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn cordon batch");
@@ -856,22 +855,7 @@ fn a_kubernetes_batch_is_refused_before_it_is_recorded_without_what_the_pods_nee
     let two = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n{\"id\":\"b\",\"repo\":\"repo\"}\n");
     let cluster = Cluster::start(b.dir.path());
     cluster.state.lock().expect("lock").refuse_jobs_after = Some(1);
-    let refused = b
-        .cordon(&[
-            "batch",
-            pipeline.to_str().unwrap_or_default(),
-            "--tasks",
-            two.to_str().unwrap_or_default(),
-            "--backend",
-            "kubernetes",
-            "--jobs",
-            "2",
-            "--policy",
-            full.to_str().unwrap_or_default(),
-            "--store",
-            &pg.url,
-        ])
-        .env("KUBECONFIG", cluster.kubeconfig())
+    let refused = on_cluster(&b, &cluster, &two, &full, &pg.url, &["--jobs", "2"])
         .output()
         .expect("cordon batch");
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
@@ -901,20 +885,7 @@ steps:
     let cluster = Cluster::start(b.dir.path());
     let policy = policy(b.dir.path(), "");
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let out = b
-        .cordon(&[
-            "batch",
-            b.tooling.join("pipeline.yaml").to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-            "--backend",
-            "kubernetes",
-            "--policy",
-            policy.to_str().unwrap_or_default(),
-            "--store",
-            &pg.url,
-        ])
-        .env("KUBECONFIG", cluster.kubeconfig())
+    let out = on_cluster(&b, &cluster, &tasks, &policy, &pg.url, &[])
         .output()
         .expect("cordon batch");
     let stderr = text(&out);
