@@ -482,10 +482,18 @@ steps:
     command: echo \"built $CORDON_VAR_n\" > built.txt
 ";
 
+/// A pipeline without `isolation` caps (a capped run needs cgroups an unprivileged user may
+/// lack; the caps' manifest is checked where its run does not matter).
+const UNCAPPED: &str = "name: demo
+steps:
+  - name: build
+    command: echo \"built $CORDON_VAR_n\" > built.txt
+";
+
 #[test]
 fn a_batch_runs_to_success_as_one_kubernetes_job_per_task_built_from_the_api_types() {
     let Some(mut pg) = Pg::new() else { return };
-    let b = Batch::new(PIPELINE);
+    let b = Batch::new(UNCAPPED);
     let cluster = Cluster::start(b.dir.path());
     let policy = policy(b.dir.path(), "");
     let tasks = b.tasks(
@@ -585,13 +593,8 @@ fn a_batch_runs_to_success_as_one_kubernetes_job_per_task_built_from_the_api_typ
             container.image.as_deref(),
             Some("registry.example.com/cordon:1")
         );
-        // `isolation` caps: 1 GiB and cordon's 256 MiB, 2 CPUs, as requests and limits.
-        let resources = container.resources.clone().expect("resources");
-        for caps in [resources.requests, resources.limits] {
-            let caps = caps.expect("caps");
-            assert_eq!(caps["memory"].0, ((1u64 << 30) + (256 << 20)).to_string());
-            assert_eq!(caps["cpu"].0, "2000m");
-        }
+        // No `isolation` caps: no requests or limits (the namespace's defaults apply).
+        assert_eq!(container.resources, None);
         let args = container.args.clone().unwrap_or_default();
         let task = index.to_string();
         for want in ["work", id.as_str(), task.as_str(), "--in-pod", "--store"] {
@@ -870,6 +873,16 @@ fn a_kubernetes_batch_is_refused_before_it_is_recorded_without_what_the_pods_nee
         deleted[0].contains("/jobs/cordon-"),
         "the Job first: {deleted:?}"
     );
+    // The pipeline's `isolation` caps: 1 GiB and cordon's 256 MiB, 2 CPUs, as requests and
+    // limits.
+    let job: Job = typed(&cluster.created("jobs")[0]);
+    let pod = job.spec.and_then(|s| s.template.spec).expect("pod spec");
+    let resources = pod.containers[0].resources.clone().expect("resources");
+    for caps in [resources.requests, resources.limits] {
+        let caps = caps.expect("caps");
+        assert_eq!(caps["memory"].0, ((1u64 << 30) + (256 << 20)).to_string());
+        assert_eq!(caps["cpu"].0, "2000m");
+    }
 }
 
 #[test]
