@@ -12,6 +12,16 @@ pub use cordon_engine::run::Operator;
 /// one: `cordon proxy` has none) is refused: agents can edit the workspace, and pipelines never
 /// widen the operator's policy. The error is the whole message for the user (a usage error).
 pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, String> {
+    load_text(flag, workspace).map(|(operator, _)| operator)
+}
+
+/// [`load`], and the exact text the policy was parsed from (`None`: no file was read), for a
+/// caller that carries the policy elsewhere (a Kubernetes batch gives it to its pods): the file
+/// is read once, so what is carried is what was checked.
+pub fn load_text(
+    flag: Option<&Path>,
+    workspace: Option<&Path>,
+) -> Result<(Operator, Option<String>), String> {
     let path = match flag {
         Some(file) => Some(PolicyPath::Given(file.to_path_buf())),
         None => policy::default_path(
@@ -21,10 +31,11 @@ pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, S
         .map(PolicyPath::Default),
     };
     let Some(path) = path else {
-        return Ok(Operator {
+        let operator = Operator {
             policy: OperatorPolicy::default(),
             path: None,
-        });
+        };
+        return Ok((operator, None));
     };
     let file = match &path {
         PolicyPath::Given(file) | PolicyPath::Default(file) => file.clone(),
@@ -50,17 +61,31 @@ pub fn load(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Operator, S
         PolicyPath::Given(_) => PolicyPath::Given(resolved.clone()),
         PolicyPath::Default(_) => PolicyPath::Default(resolved.clone()),
     };
-    let policy = policy::load(&path, &cordon_pipeline::Disk).map_err(|diagnostics| {
+    let kept = Kept::default();
+    let policy = policy::load(&path, &kept).map_err(|diagnostics| {
         let text: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
         format!(
             "the operator policy is invalid; fix it:\n{}",
             text.join("\n")
         )
     })?;
-    Ok(Operator {
+    let operator = Operator {
         policy,
         path: Some(resolved),
-    })
+    };
+    Ok((operator, kept.0.into_inner()))
+}
+
+/// Reads through [`cordon_pipeline::Disk`] (regular files only, bounded) and keeps the text read.
+#[derive(Default)]
+struct Kept(std::cell::RefCell<Option<String>>);
+
+impl cordon_pipeline::Files for Kept {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        let text = cordon_pipeline::Disk.read(path)?;
+        *self.0.borrow_mut() = Some(text.clone());
+        Ok(text)
+    }
 }
 
 /// `path` with `.` and `..` taken away by its components alone (the canonical path, checked as

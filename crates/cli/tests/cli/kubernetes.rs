@@ -428,13 +428,14 @@ fn policy(dir: &Path, extra: &str) -> PathBuf {
     path
 }
 
-/// `cordon batch` of the tooling's pipeline on `tasks`, a Job per task on `cluster`.
+/// `cordon batch` of the tooling's pipeline on `tasks`, a Job per task on the cluster
+/// `kubeconfig` names, with `store` (`None`: no `--store`).
 fn on_cluster(
     b: &Batch,
-    cluster: &Cluster,
+    kubeconfig: &Path,
     tasks: &Path,
     policy: &Path,
-    store: &str,
+    store: Option<&str>,
     extra: &[&str],
 ) -> Command {
     let pipeline = b.tooling.join("pipeline.yaml");
@@ -447,12 +448,13 @@ fn on_cluster(
         "kubernetes",
         "--policy",
         policy.to_str().unwrap_or_default(),
-        "--store",
-        store,
     ];
+    if let Some(store) = store {
+        args.extend(["--store", store]);
+    }
     args.extend_from_slice(extra);
     let mut command = b.cordon(&args);
-    command.env("KUBECONFIG", cluster.kubeconfig());
+    command.env("KUBECONFIG", kubeconfig);
     command
 }
 
@@ -500,9 +502,16 @@ fn a_batch_runs_to_success_as_one_kubernetes_job_per_task_built_from_the_api_typ
         "{\"id\":\"a\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n\
          {\"id\":\"b\",\"repo\":\"repo\",\"vars\":{\"n\":\"2\"}}\n",
     );
-    let out = on_cluster(&b, &cluster, &tasks, &policy, &pg.url, &["--jobs", "1"])
-        .output()
-        .expect("cordon batch");
+    let out = on_cluster(
+        &b,
+        &cluster.kubeconfig(),
+        &tasks,
+        &policy,
+        Some(&pg.url),
+        &["--jobs", "1"],
+    )
+    .output()
+    .expect("cordon batch");
     let stderr = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let id = Batch::id(&out);
@@ -638,10 +647,17 @@ steps:
 fn start_slow(b: &Batch, cluster: &Cluster, pg: &Pg) -> (Child, String) {
     let policy = policy(b.dir.path(), "");
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let mut child = on_cluster(b, cluster, &tasks, &policy, &pg.url, &[])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn cordon batch");
+    let mut child = on_cluster(
+        b,
+        &cluster.kubeconfig(),
+        &tasks,
+        &policy,
+        Some(&pg.url),
+        &[],
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn cordon batch");
     let deadline = Instant::now() + Duration::from_secs(120);
     let marker = loop {
         let found = std::fs::read_dir(b.dir.path().join("pods"))
@@ -781,49 +797,41 @@ fn a_kubernetes_batch_is_refused_before_it_is_recorded_without_what_the_pods_nee
     let Some(mut pg) = Pg::new() else { return };
     let b = Batch::new(PIPELINE);
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let pipeline = b.tooling.join("pipeline.yaml");
     let empty = b.dir.path().join("empty.toml");
     std::fs::write(&empty, "").expect("write");
     let full = policy(b.dir.path(), "");
-    let submit = |args: &[&str], kubeconfig: &Path| {
-        let mut all = vec![
-            "batch",
-            pipeline.to_str().unwrap_or_default(),
-            "--tasks",
-            tasks.to_str().unwrap_or_default(),
-            "--backend",
-            "kubernetes",
-        ];
-        all.extend_from_slice(args);
-        b.cordon(&all)
-            .env("KUBECONFIG", kubeconfig)
+    let submit = |policy: &Path, store: Option<&str>, kubeconfig: &Path| {
+        on_cluster(&b, kubeconfig, &tasks, policy, store, &[])
             .output()
             .expect("cordon batch")
     };
     let nowhere = b.dir.path().join("no-kubeconfig");
-    let no_store = submit(&["--policy", full.to_str().unwrap_or_default()], &nowhere);
+    let no_store = submit(&full, None, &nowhere);
     assert_eq!(no_store.status.code(), Some(2));
     assert!(
         text(&no_store).contains("needs a shared store"),
         "{}",
         text(&no_store)
     );
-    let no_settings = submit(
-        &[
-            "--policy",
-            empty.to_str().unwrap_or_default(),
-            "--store",
-            &pg.url,
-        ],
-        &nowhere,
-    );
+    let no_settings = submit(&empty, Some(&pg.url), &nowhere);
     assert_eq!(no_settings.status.code(), Some(2));
     let said = text(&no_settings);
     assert!(
         said.contains("add `[kubernetes]`") && said.contains("seccomp_profile"),
         "{said}"
     );
-    // Nothing was recorded by either refusal.
+    // A policy larger than a pod is given (1 MiB; a valid one, padded with a comment).
+    let big = b.dir.path().join("big");
+    std::fs::create_dir(&big).expect("mkdir");
+    let padded = policy(&big, &format!("# {}\n", "x".repeat(1 << 20)));
+    let too_large = submit(&padded, Some(&pg.url), &nowhere);
+    assert_eq!(too_large.status.code(), Some(2), "{}", text(&too_large));
+    assert!(
+        text(&too_large).contains("larger than 1024 KiB, the most a pod is given"),
+        "{}",
+        text(&too_large)
+    );
+    // Nothing was recorded by any refusal.
     let made = pg.rows(
         "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() \
          AND tablename = 'batches'",
@@ -841,15 +849,7 @@ fn a_kubernetes_batch_is_refused_before_it_is_recorded_without_what_the_pods_nee
          current-context: r\nusers:\n- name: r\n  user:\n    token: secret-token\n",
     )
     .expect("write");
-    let plain = submit(
-        &[
-            "--policy",
-            full.to_str().unwrap_or_default(),
-            "--store",
-            &pg.url,
-        ],
-        &remote,
-    );
+    let plain = submit(&full, Some(&pg.url), &remote);
     assert_eq!(plain.status.code(), Some(2), "{}", text(&plain));
     assert!(text(&plain).contains("is not https"), "{}", text(&plain));
 
@@ -858,9 +858,16 @@ fn a_kubernetes_batch_is_refused_before_it_is_recorded_without_what_the_pods_nee
     let two = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n{\"id\":\"b\",\"repo\":\"repo\"}\n");
     let cluster = Cluster::start(b.dir.path());
     cluster.state.lock().expect("lock").refuse_jobs_after = Some(1);
-    let refused = on_cluster(&b, &cluster, &two, &full, &pg.url, &["--jobs", "2"])
-        .output()
-        .expect("cordon batch");
+    let refused = on_cluster(
+        &b,
+        &cluster.kubeconfig(),
+        &two,
+        &full,
+        Some(&pg.url),
+        &["--jobs", "2"],
+    )
+    .output()
+    .expect("cordon batch");
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
     let said = text(&refused);
     assert!(
@@ -898,9 +905,16 @@ steps:
     let cluster = Cluster::start(b.dir.path());
     let policy = policy(b.dir.path(), "");
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let out = on_cluster(&b, &cluster, &tasks, &policy, &pg.url, &[])
-        .output()
-        .expect("cordon batch");
+    let out = on_cluster(
+        &b,
+        &cluster.kubeconfig(),
+        &tasks,
+        &policy,
+        Some(&pg.url),
+        &[],
+    )
+    .output()
+    .expect("cordon batch");
     let stderr = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("0 of 1 tasks succeeded"), "{stderr}");

@@ -611,20 +611,13 @@ pub(super) fn run(
     report: &mut Report<'_>,
     isolation: &Isolation,
 ) -> anyhow::Result<Result<(), String>> {
-    let (store, operator) = match checked(job.state_dir, job.policy) {
+    let (store, operator, policy_text) = match checked(job.state_dir, job.policy) {
         Ok(found) => found,
         Err(message) => return Ok(Err(message)),
     };
     let settings = match Settings::check(&operator.policy.kubernetes) {
         Ok(settings) => settings,
         Err(message) => return Ok(Err(message)),
-    };
-    let policy_text = match &operator.path {
-        Some(path) => match read_policy(path) {
-            Ok(text) => text,
-            Err(message) => return Ok(Err(message)),
-        },
-        None => String::new(),
     };
     if waiting.is_empty() {
         return Ok(Ok(()));
@@ -660,39 +653,34 @@ pub(super) fn preflight(
     state_dir: &cordon_store::StateDir,
     policy: Option<&std::path::Path>,
 ) -> Result<(), String> {
-    let (_, operator) = checked(state_dir, policy)?;
+    let (_, operator, _) = checked(state_dir, policy)?;
     Settings::check(&operator.policy.kubernetes).map(|_| ())
 }
 
-/// The shared store's URL and the operator policy.
+/// The shared store's URL, the operator policy, and the text it was parsed from (empty: no
+/// file), which the pods are given.
 fn checked<'s>(
     state_dir: &'s cordon_store::StateDir,
     policy: Option<&std::path::Path>,
-) -> Result<(&'s str, crate::operator::Operator), String> {
+) -> Result<(&'s str, crate::operator::Operator, String), String> {
     let store = state_dir.store().ok_or_else(|| {
         "the kubernetes backend needs a shared store: its workers run in pods, where they read \
          their tasks and write their runs; pass --store postgres://USER@HOST/DB (or set \
          $CORDON_STORE) that the pods can reach"
             .to_owned()
     })?;
-    Ok((store, crate::operator::load(policy, None)?))
-}
-
-/// The operator policy's text, carried into the pods.
-fn read_policy(path: &std::path::Path) -> Result<String, String> {
-    use std::io::Read as _;
-    let shown = escape_line(&path.display().to_string()).into_owned();
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_POLICY + 1).read_to_string(&mut text))
-        .map_err(|err| format!("the operator policy {shown}: {err}"))?;
+    let (operator, text) = crate::operator::load_text(policy, None)?;
+    let text = text.unwrap_or_default();
     if text.len() as u64 > MAX_POLICY {
+        let shown = operator.path.as_deref().unwrap_or(std::path::Path::new(""));
         return Err(format!(
-            "the operator policy {shown} is larger than {} KiB, the most a pod is given",
+            "the operator policy {} is larger than {} KiB, the most a pod is given; move what the \
+             pods do not need out of it",
+            escape_line(&shown.display().to_string()),
             MAX_POLICY >> 10
         ));
     }
-    Ok(text)
+    Ok((store, operator, text))
 }
 
 type Batch<'a, 'j, 'r> = (
