@@ -27,6 +27,7 @@ use crate::setup;
 use crate::state::RunState;
 use crate::workspace::{HostWorkspace, Missing};
 
+mod carry;
 mod deliver;
 mod outcome;
 mod parallel;
@@ -111,6 +112,9 @@ pub struct Engine<'a> {
     delivery: Delivery,
     /// What this process knows of the report's issue.
     progress: deliver::ReportProgress,
+    /// A batch run's workspace records (`carry.rs`): `None` takes none; `Err` is why none can
+    /// be taken, said once in the log.
+    carry: Option<Result<carry::Carry, String>>,
 }
 
 /// The changes against `HEAD` of the last diff taken, and its blob.
@@ -163,6 +167,7 @@ impl<'a> Engine<'a> {
             role: parallel::Role::Alone,
             delivery: Delivery::default(),
             progress: deliver::ReportProgress::default(),
+            carry: None,
         })
     }
 
@@ -209,8 +214,11 @@ impl<'a> Engine<'a> {
             outcome,
             context,
         };
-        match self.append(None, event) {
-            Ok(_) | Err(Failure::Stop) => Ok(()),
+        match self
+            .append(None, event)
+            .and_then(|record| self.record_workspace(record.seq))
+        {
+            Ok(()) | Err(Failure::Stop) => Ok(()),
             Err(Failure::Error(e)) => Err(e),
         }
     }
@@ -559,7 +567,7 @@ impl<'a> Engine<'a> {
         diff: Option<cordon_protocol::event::BlobId>,
     ) -> Result<(), Failure> {
         let omitted = self.budget.omitted();
-        self.append(
+        let record = self.append(
             Some(name),
             Event::StepFinished {
                 attempt,
@@ -570,7 +578,7 @@ impl<'a> Engine<'a> {
                 output_omitted_bytes: (omitted > 0).then_some(omitted),
             },
         )?;
-        Ok(())
+        self.record_workspace(record.seq)
     }
 
     /// Stops the run when a budget limit is reached, appending `budget.exhausted` first.

@@ -1114,6 +1114,11 @@ impl Ready {
             plan: self.plan.clone(),
         };
         let mut engine = Engine::new(cx, observer)?;
+        // A batch's run may be resumed on another machine: its workspace is recorded at every
+        // step's end (an outcome run's worktrees stay on this machine, and are not).
+        if self.pipeline.outcome.is_none() && self.store.task_of_run(self.run)?.is_some() {
+            engine.record_workspace_for_resume()?;
+        }
         engine.set_resource_guard(ResourceGuard::new(Limits {
             disk: DiskLimits {
                 warn: limits.disk_warn,

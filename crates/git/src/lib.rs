@@ -12,6 +12,7 @@
 //! and the git directory's writable parts are cordon's to read and check.
 #![forbid(unsafe_code)]
 
+mod carry;
 mod checks;
 mod commit;
 mod deliver;
@@ -28,6 +29,7 @@ mod repo;
 mod tree;
 mod worktree;
 
+pub use carry::{Carried, MAX_CARRIED, MAX_CARRIED_OBJECTS};
 pub use checks::WorkDiff;
 pub use commit::{Committed, MAX_FILES};
 pub use deliver::Changed;

@@ -70,7 +70,7 @@ impl Worktree {
 /// Whether a file is written into a new checkout (made durable once at its end) or into a
 /// work tree (each file durable when written).
 #[derive(Clone, Copy)]
-enum Fresh {
+pub(crate) enum Fresh {
     Yes,
     No,
 }
@@ -171,7 +171,7 @@ impl Repo {
     }
 
     /// Writes `entry` at `path` in `view` (its parents made), its content `bytes` or the blob.
-    fn put(
+    pub(crate) fn put(
         &self,
         view: &View,
         path: &WsPath,

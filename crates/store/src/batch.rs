@@ -9,6 +9,7 @@ use cordon_protocol::event::Timestamp;
 use crate::StoreError;
 use crate::lock::Lock;
 use crate::store::{Backend, Store, each};
+use cordon_protocol::event::BlobId;
 
 /// One batch's fixed facts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,6 +129,17 @@ impl Store {
                 .join("locks")
                 .join(format!("batch-{batch}-{index}")),
         )
+    }
+
+    /// Records that the blob `blob` holds `run`'s workspace as it was at the `step.finished`
+    /// of sequence `seq` (once per seq: a repeat is ignored).
+    pub fn put_workspace_tree(&self, run: RunId, seq: u64, blob: BlobId) -> Result<(), StoreError> {
+        each!(self, db => db.put_workspace_tree(run, seq, blob))
+    }
+
+    /// The latest workspace record of `run`: the seq of its `step.finished` and its blob.
+    pub fn workspace_tree(&self, run: RunId) -> Result<Option<(u64, BlobId)>, StoreError> {
+        each!(self, db => db.workspace_tree(run))
     }
 
     /// The batch and task a run belongs to, if it is a batch's.

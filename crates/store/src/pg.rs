@@ -473,6 +473,43 @@ impl Postgres {
             .map_err(self.fail())
     }
 
+    pub(crate) fn put_workspace_tree(
+        &self,
+        run: RunId,
+        seq: u64,
+        blob: BlobId,
+    ) -> Result<(), StoreError> {
+        self.client()?
+            .execute(
+                "INSERT INTO workspace_trees (run, seq, blob) VALUES ($1, $2, $3) \
+                 ON CONFLICT DO NOTHING",
+                &[
+                    &run.to_string(),
+                    &i64::try_from(seq).unwrap_or(i64::MAX),
+                    &i64::try_from(blob.0).unwrap_or(i64::MAX),
+                ],
+            )
+            .map(|_| ())
+            .map_err(self.fail())
+    }
+
+    pub(crate) fn workspace_tree(&self, run: RunId) -> Result<Option<(u64, BlobId)>, StoreError> {
+        self.client()?
+            .query_opt(
+                "SELECT seq, blob FROM workspace_trees WHERE run = $1 ORDER BY seq DESC LIMIT 1",
+                &[&run.to_string()],
+            )
+            .map(|found| {
+                found.map(|row| {
+                    (
+                        u64::try_from(row.get::<_, i64>(0)).unwrap_or(0),
+                        BlobId(u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)),
+                    )
+                })
+            })
+            .map_err(self.fail())
+    }
+
     fn stored_id(&self, text: &str) -> Result<RunId, StoreError> {
         RunId::parse(text).map_err(|err| StoreError::Postgres {
             store: self.target.shown.clone(),

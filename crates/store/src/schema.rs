@@ -69,6 +69,16 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         UNIQUE (batch, id)
     ) STRICT;
     ",
+    // 3: a run's workspace as recorded at a step's end (the blob holding it), keyed by the seq
+    //    of that `step.finished`, so a resume on another machine can rebuild it (DESIGN §16).
+    r"
+    CREATE TABLE workspace_trees (
+        run TEXT NOT NULL REFERENCES runs(id),
+        seq INTEGER NOT NULL,
+        blob INTEGER NOT NULL REFERENCES blobs(id),
+        PRIMARY KEY (run, seq)
+    ) STRICT, WITHOUT ROWID;
+    ",
 ];
 
 /// The version this build writes.

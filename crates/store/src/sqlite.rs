@@ -449,6 +449,46 @@ impl Sqlite {
             .map_err(self.fail())
     }
 
+    pub(crate) fn put_workspace_tree(
+        &self,
+        run: RunId,
+        seq: u64,
+        blob: BlobId,
+    ) -> Result<(), StoreError> {
+        let _writing = self.writing();
+        self.set_sync(Sync::Full)?;
+        self.conn
+            .execute(
+                "INSERT OR IGNORE INTO workspace_trees (run, seq, blob) VALUES (?1, ?2, ?3)",
+                params![
+                    run.to_string(),
+                    i64::try_from(seq).unwrap_or(i64::MAX),
+                    i64::try_from(blob.0).unwrap_or(i64::MAX)
+                ],
+            )
+            .map(|_| ())
+            .map_err(self.fail())
+    }
+
+    pub(crate) fn workspace_tree(&self, run: RunId) -> Result<Option<(u64, BlobId)>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT seq, blob FROM workspace_trees WHERE run = ?1 ORDER BY seq DESC LIMIT 1",
+                [run.to_string()],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )
+            .optional()
+            .map(|found| {
+                found.map(|(seq, blob)| {
+                    (
+                        u64::try_from(seq).unwrap_or(0),
+                        BlobId(u64::try_from(blob).unwrap_or(0)),
+                    )
+                })
+            })
+            .map_err(self.fail())
+    }
+
     fn stored_id(&self, text: &str) -> Result<RunId, StoreError> {
         RunId::parse(text).map_err(|err| StoreError::Corrupt {
             path: self.db.clone(),

@@ -702,23 +702,38 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
         policy: args.policy.clone(),
         link: None,
     };
+    let dest = clone::workspace_dir(state_dir.path(), batch, &parsed.id);
+    let home = dest.with_file_name(format!(".home-{}", parsed.id));
     if let Some(run) = task.run
         && let Some(stored) = store.run(run)?
     {
-        if !stored.workspace.is_dir() {
-            eprintln!(
-                "cordon: task {}: run {run}'s workspace {} is not on this machine; resume it \
-                 with `cordon run --resume {run}` on the machine that began it",
-                parsed.id,
-                escape_line(&stored.workspace.display().to_string())
-            );
-            return Ok(ExitCode::from(1));
-        }
         // A requeued task may start while its previous worker's lease is still live (a node
         // that vanished): it expires 30 s after the last renewal, so this waits a little longer.
         let deadline = std::time::Instant::now() + HELD_WAIT;
         while store.is_held(run) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(500));
+        }
+        if !stored.workspace.is_dir() {
+            let rebuilt = if stored.workspace == dest {
+                rebuild(&store, run, &parsed, &dest, &home)?
+            } else {
+                Err("it began outside this batch's directory".to_owned())
+            };
+            if let Err(why) = rebuilt {
+                eprintln!(
+                    "cordon: task {}: run {run}'s workspace {} is not on this machine and cannot \
+                     be rebuilt here ({}); resume it with `cordon run --resume {run}` on the \
+                     machine that began it",
+                    parsed.id,
+                    escape_line(&stored.workspace.display().to_string()),
+                    escape_text(&why)
+                );
+                return Ok(ExitCode::from(1));
+            }
+            eprintln!(
+                "cordon: task {}: rebuilt run {run}'s workspace from its record in the store",
+                parsed.id
+            );
         }
         drop(store);
         return super::run::run_for_batch(super::run::BatchRun {
@@ -730,8 +745,6 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
         Ok(snapshot) => snapshot,
         Err(err) => anyhow::bail!("batch {batch}'s tooling snapshot is unreadable: {err}"),
     };
-    let dest = clone::workspace_dir(state_dir.path(), batch, &parsed.id);
-    let home = dest.with_file_name(format!(".home-{}", parsed.id));
     for made in [&dest, &home] {
         // A worker that died before its run was created left these: made anew.
         if std::fs::symlink_metadata(made).is_ok() {
@@ -756,6 +769,51 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
         }),
         ..base
     })
+}
+
+/// Rebuilds `run`'s workspace at `dest` from its latest record in the store (DESIGN §16), when
+/// that record is of the log's last step (`run.started` when no step has finished): an older
+/// one would lose that step's work. `Ok(Err)` is why it cannot be rebuilt; nothing is left at
+/// `dest` then.
+fn rebuild(
+    store: &Store,
+    run: RunId,
+    task: &batch::Task,
+    dest: &Path,
+    home: &Path,
+) -> anyhow::Result<Result<(), String>> {
+    use cordon_protocol::event::Event;
+    let Some((seq, blob)) = store.workspace_tree(run)? else {
+        return Ok(Err("the store holds no record of it".to_owned()));
+    };
+    let last = store
+        .events(run)?
+        .into_iter()
+        .rev()
+        .find(|r| {
+            matches!(
+                r.event,
+                Event::StepFinished { .. } | Event::RunStarted { .. }
+            )
+        })
+        .map(|r| r.seq);
+    if last != Some(seq) {
+        return Ok(Err(
+            "its last step finished without its workspace recorded".to_owned()
+        ));
+    }
+    let record = store.blob(blob)?.unwrap_or_default();
+    for made in [dest, home] {
+        if std::fs::symlink_metadata(made).is_ok() {
+            std::fs::remove_dir_all(made)?;
+        }
+    }
+    make_private_dirs(home)?;
+    let made = clone::rebuild(task, &record, dest, home);
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(dest);
+    }
+    Ok(made)
 }
 
 /// A local worker's log: `<TASK_ID>.log`, or `task-<INDEX>.log` for an id from the store that is

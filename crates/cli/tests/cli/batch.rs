@@ -740,3 +740,158 @@ fn a_tasks_file_that_cannot_be_read_as_text_and_a_jobs_count_out_of_range_are_re
     // The control: the good file with a count in range is taken.
     assert_eq!(b.submit(&good, &["--jobs", "64"]).status.code(), Some(0));
 }
+
+/// A pipeline that changes the clone in every way a workspace record carries (a commit, a
+/// deleted tracked file, a link, an executable, an ignored file), then sleeps in `wait` while
+/// `$SLOW` is set (passed by the operator policy, so a resume without it goes on).
+const CARRIED: &str = "name: carried
+steps:
+  - name: make
+    command: mkdir -p out && echo made > out/made.txt && rm README && ln -s out/made.txt link
+  - name: save
+    action: commit
+  - name: later
+    command: printf '#!/bin/sh\\n' > run.sh && chmod +x run.sh && echo '*.log' > .gitignore && echo built > build.log
+  - name: wait
+    command: test -z \"$SLOW\" || (touch second && sleep 60)
+  - name: check
+    command: test \"$(cat out/made.txt)\" = made && test ! -e README && test -L link && test -x run.sh && test ! -e build.log && test ! -e second
+";
+
+/// A batch of one task of [`CARRIED`], its worker killed in `wait` and its clone removed (as on
+/// another machine): the batch id, the policy file, and the run.
+fn carried_and_lost(b: &Batch) -> (String, PathBuf, String) {
+    let policy = b.dir.path().join("policy.toml");
+    std::fs::write(&policy, "[env]\npass = [\"SLOW\"]\n").expect("write policy");
+    let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
+    let pipeline = b.tooling.join("pipeline.yaml");
+    let mut command = b.cordon(&[
+        "batch",
+        pipeline.to_str().unwrap_or_default(),
+        "--tasks",
+        tasks.to_str().unwrap_or_default(),
+        "--policy",
+        policy.to_str().unwrap_or_default(),
+    ]);
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command
+        .env("SLOW", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn cordon batch");
+    b.wait_marked(&mut child, &["a"], Duration::from_secs(120));
+    let worker = first_child(child.id());
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &worker])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = Batch::id(&out);
+    let run = b.status(&id)[0].2.clone().expect("the task has a run");
+    std::fs::remove_dir_all(b.clone_of(&id, "a")).expect("remove the clone");
+    (id, policy, run)
+}
+
+#[test]
+fn a_run_resumed_without_its_workspace_is_rebuilt_from_its_record_and_goes_on_from_its_last_step() {
+    let b = Batch::new(CARRIED);
+    let (id, policy, run) = carried_and_lost(&b);
+    let resumed = b
+        .cordon(&[
+            "batch",
+            "resume",
+            &id,
+            "--policy",
+            policy.to_str().unwrap_or_default(),
+        ])
+        .env_remove("SLOW")
+        .output()
+        .expect("resume");
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
+        .expect("the worker's log");
+    assert!(
+        log.contains(&format!("rebuilt run {run}'s workspace from its record")),
+        "{log}"
+    );
+    let status = b.status(&id);
+    assert_eq!(
+        (status[0].1.as_str(), status[0].2.as_deref()),
+        ("success", Some(run.as_str()))
+    );
+    // The rebuilt clone, judged on the host: the run's commit is HEAD's, the work tree is as the
+    // steps left it, and nothing ignored or made after the record came along.
+    let clone = b.clone_of(&id, "a");
+    assert_eq!(
+        std::fs::read_to_string(clone.join("out/made.txt")).expect("made"),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_link(clone.join("link"))
+            .expect("link")
+            .to_str(),
+        Some("out/made.txt")
+    );
+    assert!(!clone.join("README").exists() && !clone.join("build.log").exists());
+    let log = git(&clone, &["log", "--format=%s", "-3"]);
+    assert_eq!(
+        log.lines().collect::<Vec<_>>()[1..],
+        ["cordon batch: the pipeline and its agent files", "init"],
+        "{log}"
+    );
+    git(&clone, &["fsck", "--strict", "--no-dangling"]);
+    // The source repository is as it was.
+    assert_eq!(git(&b.repo, &["rev-list", "--count", "HEAD"]).trim(), "1");
+}
+
+#[test]
+fn a_run_whose_last_step_has_no_record_is_not_rebuilt_and_says_where_to_resume_it() {
+    let b = Batch::new(CARRIED);
+    let (id, policy, run) = carried_and_lost(&b);
+    // The worker stopped between `step.finished` and its record: the latest record is then an
+    // earlier step's, which would lose the last step's work.
+    let conn = rusqlite::Connection::open(b.state.join("cordon.db")).expect("db");
+    let removed = conn
+        .execute(
+            "DELETE FROM workspace_trees WHERE run = ?1 AND seq = \
+             (SELECT MAX(seq) FROM workspace_trees WHERE run = ?1)",
+            [&run],
+        )
+        .expect("delete");
+    assert_eq!(removed, 1);
+    drop(conn);
+    let resumed = b
+        .cordon(&[
+            "batch",
+            "resume",
+            &id,
+            "--policy",
+            policy.to_str().unwrap_or_default(),
+        ])
+        .env_remove("SLOW")
+        .output()
+        .expect("resume");
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(1), "{stderr}");
+    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
+        .expect("the worker's log");
+    assert!(
+        log.contains(
+            "cannot be rebuilt here (its last step finished without its workspace \
+                         recorded); resume it with `cordon run --resume"
+        ),
+        "{stderr}"
+    );
+    assert!(!b.clone_of(&id, "a").exists(), "nothing is left half-made");
+    assert_eq!(b.status(&id)[0].1, "interrupted");
+}

@@ -47,31 +47,7 @@ pub fn make(
         home,
         repo: &task.repo,
     };
-    let parent = dest.parent().unwrap_or(Path::new("/"));
-    let source = match &task.repo {
-        Repo::Https(url) => url.clone(),
-        Repo::Local(path) => {
-            refuse_indirections(path)?;
-            path.display().to_string()
-        }
-    };
-    git.run(
-        parent,
-        &[
-            "clone",
-            "--no-local",
-            "--no-checkout",
-            "--no-recurse-submodules",
-            "--quiet",
-            "--",
-            &source,
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .chain([dest.display().to_string()])
-        .collect::<Vec<_>>(),
-        "clone",
-    )?;
+    git.clone_without_checkout(dest)?;
     let commit = git.resolve(dest, task.git_ref.as_deref())?;
     git.check_size(dest, &commit)?;
     git.run(
@@ -116,6 +92,65 @@ pub fn make(
         "commit the tooling",
     )?;
     Ok(())
+}
+
+/// Rebuilds a task's workspace at `dest` (which must not exist; its parent must) from its run's
+/// latest record (`record`, DESIGN §16): a fresh clone of the task's repository, which must hold the
+/// record's origin; the record's objects written in (each re-hashed); HEAD's branch
+/// [`BRANCH`] at the recorded HEAD, checked out by git as a fresh clone is; then the recorded
+/// work tree's difference from that commit written through a view of the clone. `home` is as
+/// for [`make`].
+pub fn rebuild(task: &Task, record: &[u8], dest: &Path, home: &Path) -> Result<(), String> {
+    let carried = &cordon_git::Carried::decode(record).map_err(|e| e.to_string())?;
+    let git = crate::deliver::push::git_program().map_err(|e| e.to_string())?;
+    let git = Git {
+        program: &git,
+        home,
+        repo: &task.repo,
+    };
+    git.clone_without_checkout(dest)?;
+    let origin = carried.origin.to_string();
+    if git.resolve(dest, Some(&origin)).as_deref() != Ok(origin.as_str()) {
+        return Err(format!(
+            "the repository {} no longer has the run's origin commit {origin}; the run can be \
+             resumed only on the machine that began it",
+            git.shown()
+        ));
+    }
+    let repo = || {
+        let view = View::open(dest)
+            .map_err(|e| format!("cannot open the clone {}: {e}", dest.display()))?;
+        let dirs = cordon_git::Dirs {
+            git_dir: dest.join(".git"),
+            common_dir: dest.join(".git"),
+        };
+        let repo = cordon_git::Repo::open(
+            &view,
+            dirs,
+            None,
+            cordon_git::Identity::default(),
+            cordon_git::Guard::default(),
+        )
+        .map_err(|e| format!("cannot open the clone {}: {e}", dest.display()))?;
+        Ok::<_, String>((view, repo))
+    };
+    let (_, opened) = repo()?;
+    opened
+        .import_carried(carried)
+        .map_err(|e| format!("the run's workspace record: {e}"))?;
+    let head = carried.head.to_string();
+    git.check_size(dest, &head)?;
+    git.run(
+        dest,
+        &owned(&["checkout", "--quiet", "-B", BRANCH, &head]),
+        "check out",
+    )?;
+    let (view, opened) = repo()?;
+    opened
+        .restore_carried(&view, carried)
+        .map_err(|e| format!("the run's workspace record: {e}"))?;
+    view.sync_filesystem()
+        .map_err(|e| format!("cannot flush the clone {}: {e}", dest.display()))
 }
 
 /// Refuses a local source whose repository reaches elsewhere: git's upload-pack follows a
@@ -168,6 +203,36 @@ struct Git<'a> {
 }
 
 impl Git<'_> {
+    /// A clone of the task's repository at `dest`, without a checkout.
+    fn clone_without_checkout(&self, dest: &Path) -> Result<(), String> {
+        let parent = dest.parent().unwrap_or(Path::new("/"));
+        let source = match &self.repo {
+            Repo::Https(url) => url.clone(),
+            Repo::Local(path) => {
+                refuse_indirections(path)?;
+                path.display().to_string()
+            }
+        };
+        self.run(
+            parent,
+            &[
+                "clone",
+                "--no-local",
+                "--no-checkout",
+                "--no-recurse-submodules",
+                "--quiet",
+                "--",
+                &source,
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain([dest.display().to_string()])
+            .collect::<Vec<_>>(),
+            "clone",
+        )?;
+        Ok(())
+    }
+
     fn shown(&self) -> String {
         cordon_protocol::text::escape_line(&self.repo.as_text()).into_owned()
     }

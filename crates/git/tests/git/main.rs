@@ -4,6 +4,7 @@
 //! is written through a planted link.
 
 mod attacks;
+mod carry;
 mod guard;
 mod parallel;
 mod private;

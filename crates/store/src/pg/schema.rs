@@ -124,6 +124,15 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (batch, id)
     );
     ",
+    // 3: workspace records, as in the SQLite store.
+    r"
+    CREATE TABLE workspace_trees (
+        run text NOT NULL REFERENCES runs(id),
+        seq bigint NOT NULL,
+        blob bigint NOT NULL REFERENCES blobs(id),
+        PRIMARY KEY (run, seq)
+    );
+    ",
 ];
 
 /// The version this build writes.

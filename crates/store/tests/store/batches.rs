@@ -165,3 +165,25 @@ fn one_worker_of_this_machine_holds_a_task_at_a_time() {
         "released"
     );
 }
+
+#[test]
+fn a_runs_latest_workspace_record_is_the_one_of_its_last_step_and_a_repeat_is_ignored() {
+    each_store(|fx| {
+        let run = crate::run(&fx.store, 7);
+        assert_eq!(fx.store.workspace_tree(run).expect("none yet"), None);
+        let first = fx.store.put_blob(run, b"first").expect("blob");
+        let later = fx.store.put_blob(run, b"later").expect("blob");
+        fx.store.put_workspace_tree(run, 4, first).expect("record");
+        fx.store.put_workspace_tree(run, 9, later).expect("record");
+        // A repeat of seq 9 (a retried call) keeps the first record of it.
+        fx.store.put_workspace_tree(run, 9, first).expect("repeat");
+        assert_eq!(
+            fx.store.workspace_tree(run).expect("read"),
+            Some((9, later)),
+            "{}",
+            fx.backend
+        );
+        let other = crate::run(&fx.store, 8);
+        assert_eq!(fx.store.workspace_tree(other).expect("read"), None);
+    });
+}
