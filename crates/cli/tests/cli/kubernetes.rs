@@ -47,6 +47,8 @@ struct State {
     named: u32,
     /// Answer Job creations after this many with 403, as a cluster whose quota refuses them.
     refuse_jobs_after: Option<usize>,
+    /// Pad every created object's answer past what cordon reads of one (a hostile server).
+    oversized_answers: bool,
 }
 
 /// The scripted API server and kubelet.
@@ -260,6 +262,11 @@ fn answer(
                     state.pods.insert(name, pod);
                 }
                 _ => {}
+            }
+            if state.oversized_answers {
+                let mut padded = object.clone();
+                padded["metadata"]["annotations"] = json!({"pad": "x".repeat(9 << 20)});
+                return (201, padded);
             }
             (201, object)
         }
@@ -852,6 +859,22 @@ fn a_kubernetes_batch_is_refused_before_it_is_recorded_without_what_the_pods_nee
     let plain = submit(&full, Some(&pg.url), &remote);
     assert_eq!(plain.status.code(), Some(2), "{}", text(&plain));
     assert!(text(&plain).contains("is not https"), "{}", text(&plain));
+
+    // A server whose answer is larger than cordon reads of one: the call fails, naming what
+    // it was about, and nothing is left behind.
+    let hostile = Cluster::start(&b.dir.path().join("big"));
+    hostile.state.lock().expect("lock").oversized_answers = true;
+    let padded = on_cluster(&b, &hostile.kubeconfig(), &tasks, &full, Some(&pg.url), &[])
+        .output()
+        .expect("cordon batch");
+    assert_eq!(padded.status.code(), Some(1), "{}", text(&padded));
+    assert!(
+        text(&padded)
+            .contains("the cluster's answer about the batch's NetworkPolicy is larger than 8 MiB")
+            && hostile.created("jobs").is_empty(),
+        "{}",
+        text(&padded)
+    );
 
     // A cluster refusing the second Job: the error names it, the first Job is stopped, and
     // only then are the NetworkPolicy and ConfigMap deleted (no pod outlives its walls).

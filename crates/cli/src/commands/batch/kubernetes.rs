@@ -75,6 +75,9 @@ const AFTER_CANCEL: Duration = Duration::from_secs(90);
 const API_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest operator policy file carried into the pods.
 const MAX_POLICY: u64 = 1 << 20;
+/// The most bytes of one API answer read (every answer is one object: a Job, a NetworkPolicy, a
+/// ConfigMap holding at most [`MAX_POLICY`] of text, or a status); past it the call fails.
+const MAX_ANSWER: usize = 8 << 20;
 
 /// The labels every object of a batch carries: `cordon-batch`, and `cordon-task` on a task's.
 fn labels(batch: RunId, task: Option<u32>) -> BTreeMap<String, String> {
@@ -453,9 +456,18 @@ async fn client(pod: &KubernetesPod) -> Result<(kube_client::Client, String), St
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = kube_client::Client::try_from(config)
-        .map_err(|err| format!("the kubernetes client: {}", escape_line(&err.to_string())))?;
+    // Every answer's body is read through `Limited`, so a hostile or broken API server cannot
+    // make cordon allocate past MAX_ANSWER (the time bound is `Cluster::call`'s).
+    let client = kube_client::client::ClientBuilder::try_from(config)
+        .map_err(|err| format!("the kubernetes client: {}", escape_line(&err.to_string())))?
+        .with_layer(&tower::util::MapResponseLayer::new(limited))
+        .build();
     Ok((client, namespace))
+}
+
+/// `answer` with its body cut off at [`MAX_ANSWER`] bytes (reading past it is an error).
+fn limited<B>(answer: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {
+    answer.map(|body| http_body_util::Limited::new(body, MAX_ANSWER))
 }
 
 /// The name the cluster gave an object cordon created: an object name (it is printed, and put in
@@ -482,6 +494,17 @@ fn named(name: Option<String>, what: &str) -> anyhow::Result<String> {
 
 /// What an API call's failure says, for the user.
 fn api_error(what: &str, err: &kube_client::Error) -> anyhow::Error {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(cause) = source {
+        if cause.is::<http_body_util::LengthLimitError>() {
+            return anyhow::anyhow!(
+                "the cluster's answer about {what} is larger than {} MiB, the most cordon reads \
+                 of one; check that the kubeconfig names the cluster's API server",
+                MAX_ANSWER >> 20
+            );
+        }
+        source = cause.source();
+    }
     anyhow::anyhow!(
         "the cluster refused {what}: {}",
         escape_line(&err.to_string())
