@@ -161,7 +161,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     Err(code) => return Ok(code),
                 };
             drop(store);
-            workers(&resume.run, &state_dir, batch)
+            let signal = interrupts()?;
+            workers(&resume.run, &state_dir, batch, &signal)
         }
         Some(Sub::Work(work)) => self::work(&work),
         None => submit(
@@ -256,10 +257,13 @@ fn submit(pipeline: PathBuf, tasks_file: PathBuf, run: &Workers) -> anyhow::Resu
             run: None,
         })
         .collect();
+    // The interrupt handlers are in place before the id is printed: whoever stops cordon on
+    // seeing it is told how to continue.
+    let signal = interrupts()?;
     store.create_batch(&row, &rows)?;
     drop(store);
     eprintln!("batch {id}");
-    workers(run, &state_dir, id)
+    workers(run, &state_dir, id, &signal)
 }
 
 /// What the chosen backend needs of the command line and the operator, before anything is made.
@@ -380,17 +384,27 @@ fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
 /// finished task and the summary. 0 when every task's run succeeded, else 1; an interrupt stops
 /// starting tasks, is passed to the running workers (which leave their runs resumable) and ends
 /// with 128 + the signal.
-fn workers(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<ExitCode> {
+/// The flag `SIGINT` and `SIGTERM` set (to their number) from now on.
+fn interrupts() -> anyhow::Result<Arc<AtomicUsize>> {
+    let signal = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
+    }
+    Ok(signal)
+}
+
+fn workers(
+    run: &Workers,
+    state_dir: &StateDir,
+    batch: RunId,
+    signal: &Arc<AtomicUsize>,
+) -> anyhow::Result<ExitCode> {
     let store = Store::open(state_dir)?;
     let mut waiting = Vec::new();
     for task in store.batch_tasks(batch)? {
         if task_status(&store, &task)? != "success" {
             waiting.push(task);
         }
-    }
-    let signal = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
     }
     let logs = state_dir.path().join("batches").join(batch.to_string());
     make_private_dirs(&logs)?;
@@ -429,11 +443,12 @@ fn workers(run: &Workers, state_dir: &StateDir, batch: RunId) -> anyhow::Result<
         },
         #[cfg(feature = "scale-out")]
         Backend::Kubernetes => {
-            let isolation = match batch_pipeline(&store, batch) {
-                Ok(pipeline) => pipeline.isolation,
+            let pipeline = match batch_pipeline(&store, batch) {
+                Ok(pipeline) => pipeline,
                 Err(message) => return Ok(usage(&message)),
             };
-            match kubernetes::run(&job, &waiting, jobs, &signal, &mut report, &isolation)? {
+            let caps = kubernetes::Caps::of(&pipeline);
+            match kubernetes::run(&job, &waiting, jobs, &signal, &mut report, caps)? {
                 Ok(()) => {}
                 Err(message) => return Ok(usage(&message)),
             }

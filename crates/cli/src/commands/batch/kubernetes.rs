@@ -205,19 +205,46 @@ pub(super) fn policy_map(batch: RunId, text: &str) -> ConfigMap {
     }
 }
 
-/// The pod's requests and limits from the pipeline's `isolation`: a sandbox's memory cap and
-/// cordon's own overhead, and its CPUs; nothing when `isolation` sets no cap (the namespace's
-/// defaults then apply).
-pub(super) fn resources(isolation: &Isolation) -> Option<ResourceRequirements> {
+/// What a pod's caps are made of: the pipeline's `isolation` (one sandbox's caps) and how many
+/// sandboxes of the run can be live at once (an outcome run's `parallel`, else 1).
+#[derive(Clone, Copy)]
+pub(super) struct Caps<'a> {
+    pub isolation: &'a Isolation,
+    pub sessions: u32,
+}
+
+impl<'a> Caps<'a> {
+    pub fn of(pipeline: &'a cordon_pipeline::Pipeline) -> Caps<'a> {
+        Caps {
+            isolation: &pipeline.isolation,
+            sessions: pipeline.outcome.as_ref().map_or(1, |o| o.parallel.get()),
+        }
+    }
+}
+
+/// The pod's requests and limits from `caps`: each live sandbox's memory cap plus cordon's own
+/// overhead, and each one's CPUs; nothing when `isolation` sets no cap (the namespace's defaults
+/// then apply).
+pub(super) fn resources(caps: Caps<'_>) -> Option<ResourceRequirements> {
+    let (isolation, sessions) = (caps.isolation, u64::from(caps.sessions.max(1)));
     let mut caps = BTreeMap::new();
     if let Some(memory) = isolation.memory {
         caps.insert(
             "memory".to_owned(),
-            Quantity(memory.bytes().saturating_add(OVERHEAD).to_string()),
+            Quantity(
+                memory
+                    .bytes()
+                    .saturating_mul(sessions)
+                    .saturating_add(OVERHEAD)
+                    .to_string(),
+            ),
         );
     }
     if let Some(cpus) = isolation.cpus {
-        caps.insert("cpu".to_owned(), Quantity(format!("{}m", cpus.millis())));
+        caps.insert(
+            "cpu".to_owned(),
+            Quantity(format!("{}m", cpus.millis().saturating_mul(sessions))),
+        );
     }
     (!caps.is_empty()).then(|| ResourceRequirements {
         limits: Some(caps.clone()),
@@ -233,7 +260,7 @@ pub(super) fn job(
     settings: &Settings<'_>,
     store: &str,
     config_map: &str,
-    isolation: &Isolation,
+    caps: Caps<'_>,
 ) -> KubeJob {
     let pod = settings.pod;
     let user = i64::from(pod.user);
@@ -329,7 +356,7 @@ pub(super) fn job(
         args: Some(args),
         env: Some(env),
         env_from: (!env_from.is_empty()).then_some(env_from),
-        resources: resources(isolation),
+        resources: resources(caps),
         volume_mounts: Some(mounts),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
@@ -632,7 +659,7 @@ pub(super) fn run(
     jobs: u32,
     signal: &AtomicUsize,
     report: &mut Report<'_>,
-    isolation: &Isolation,
+    caps: Caps<'_>,
 ) -> anyhow::Result<Result<(), String>> {
     let (store, operator, policy_text) = match checked(job.state_dir, job.policy) {
         Ok(found) => found,
@@ -666,7 +693,7 @@ pub(super) fn run(
     )?;
     let config_map = named(created.metadata.name, "the ConfigMap")?;
     cluster.made.push((false, config_map.clone()));
-    let pod = (&settings, store, config_map.as_str(), isolation);
+    let pod = (&settings, store, config_map.as_str(), caps);
     submit(&mut cluster, (job, waiting, jobs, signal, report), pod)?;
     Ok(Ok(()))
 }
@@ -713,12 +740,12 @@ type Batch<'a, 'j, 'r> = (
     &'a AtomicUsize,
     &'a mut Report<'r>,
 );
-type Pod<'a, 'b> = (&'a Settings<'b>, &'a str, &'a str, &'a Isolation);
+type Pod<'a, 'b> = (&'a Settings<'b>, &'a str, &'a str, Caps<'a>);
 
 fn submit(
     cluster: &mut Cluster,
     (job, waiting, jobs, signal, report): Batch<'_, '_, '_>,
-    (settings, store, config_map, isolation): Pod<'_, '_>,
+    (settings, store, config_map, caps): Pod<'_, '_>,
 ) -> anyhow::Result<()> {
     let batch = job.batch;
     let namespace = cluster.namespace.clone();
@@ -740,7 +767,7 @@ fn submit(
             let Some(task) = pending.pop_front() else {
                 break;
             };
-            let manifest = self::job(batch, task, settings, store, config_map, isolation);
+            let manifest = self::job(batch, task, settings, store, config_map, caps);
             let created = cluster.call(
                 &format!("the Job of task {}", escape_line(&task.id)),
                 cluster.jobs.create(&PostParams::default(), &manifest),
@@ -809,10 +836,29 @@ mod tests {
     #[test]
     fn a_pipeline_s_isolation_caps_become_the_pod_s_requests_and_limits() {
         let mut isolation = Isolation::default();
-        assert_eq!(resources(&isolation), None);
+        fn one(isolation: &Isolation) -> Caps<'_> {
+            Caps {
+                isolation,
+                sessions: 1,
+            }
+        }
+        assert_eq!(resources(one(&isolation)), None);
         isolation.memory = cordon_pipeline::ByteSize::parse("2G").ok();
         isolation.cpus = cordon_pipeline::Cpus::parse("1.5");
-        let caps = resources(&isolation).expect("caps");
+        // Three sandboxes at once (an outcome run's `parallel: 3`): three times the caps, and
+        // cordon's overhead once.
+        let three = resources(Caps {
+            isolation: &isolation,
+            sessions: 3,
+        })
+        .expect("caps");
+        let limits = three.limits.expect("limits");
+        assert_eq!(limits["cpu"], Quantity("4500m".to_owned()));
+        assert_eq!(
+            limits["memory"],
+            Quantity((3 * (2u64 << 30) + (256 << 20)).to_string())
+        );
+        let caps = resources(one(&isolation)).expect("caps");
         let want = BTreeMap::from([
             ("cpu".to_owned(), Quantity("1500m".to_owned())),
             (

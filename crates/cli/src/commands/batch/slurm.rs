@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use cordon_protocol::RunId;
 use cordon_store::TaskRow;
 
 use super::{Job, Report};
@@ -23,6 +24,21 @@ const REPORT_EVERY: Duration = Duration::from_secs(2);
 const WORKERS_STOP: Duration = Duration::from_secs(30);
 /// How long `sbatch --wait` is given to return after an interrupt.
 const AFTER_CANCEL: Duration = Duration::from_secs(90);
+
+/// What `scancel` is given to cancel the batch's whole job: its id, or — when sbatch never
+/// printed one (it may fail after the controller accepted the job, a timeout on the answer) —
+/// the job's name, which holds the batch's unique id.
+fn whole_job(id: Option<&str>, batch: RunId) -> String {
+    match id {
+        Some(id) => id.to_owned(),
+        None => format!("--name={}", job_name(batch)),
+    }
+}
+
+/// The name the batch's job is submitted under.
+fn job_name(batch: RunId) -> String {
+    format!("cordon-batch-{batch}")
+}
 
 /// `scancel ARGS`, its output dropped (a job already gone is no error here).
 fn scancel(program: &Path, args: &[&str]) {
@@ -140,7 +156,7 @@ pub(super) fn run(
         .arg("--parsable")
         .arg("--wait")
         .arg("--requeue")
-        .arg(format!("--job-name=cordon-batch-{}", job.batch))
+        .arg(format!("--job-name={}", job_name(job.batch)))
         .arg(format!("--array={}%{jobs}", array.join(",")))
         .arg("--output")
         .arg(output_pattern(job.logs))
@@ -218,12 +234,10 @@ pub(super) fn run(
         }
         if let Some(at) = cancelled {
             if at.elapsed() > WORKERS_STOP && !forced {
-                // A worker that did not end: the job is cancelled whole (SIGTERM to every
-                // process, then SIGKILL after the cluster's KillWait).
-                if let Some(job_id) = &id {
-                    scancel(&scancel_program, &[job_id]);
-                    forced = true;
-                }
+                // A worker that did not end, or no id yet: the job is cancelled whole (SIGTERM
+                // to every process, then SIGKILL after the cluster's KillWait).
+                scancel(&scancel_program, &[&whole_job(id.as_deref(), job.batch)]);
+                forced = true;
             }
             if at.elapsed() > AFTER_CANCEL {
                 let _ = child.kill();
@@ -239,9 +253,15 @@ pub(super) fn run(
     };
     let stderr = stderr.join().unwrap_or_default();
     if id.is_none() && !status.success() {
+        // sbatch may have failed after the job was accepted: whatever was, is cancelled, so no
+        // task of the batch runs unseen.
+        scancel(&scancel_program, &[&whole_job(None, job.batch)]);
         anyhow::bail!(
-            "sbatch refused the batch's job: {}",
-            cordon_protocol::text::escape_line(stderr.trim())
+            "sbatch refused the batch's job: {}; any job it may have left (named {}) was \
+             cancelled, and `cordon batch resume {}` submits the batch again",
+            cordon_protocol::text::escape_line(stderr.trim()),
+            job_name(job.batch),
+            job.batch
         );
     }
     report.tasks(&indexes, &log, false)?;
@@ -251,6 +271,16 @@ pub(super) fn run(
 #[cfg(test)]
 mod tests {
     use std::os::unix::ffi::OsStrExt as _;
+
+    #[test]
+    fn the_whole_job_is_named_by_its_id_or_without_one_by_the_batchs_unique_name() {
+        let batch = cordon_protocol::RunId::from_u128(7);
+        assert_eq!(super::whole_job(Some("42"), batch), "42");
+        assert_eq!(
+            super::whole_job(None, batch),
+            format!("--name=cordon-batch-{batch}")
+        );
+    }
 
     #[test]
     fn a_word_is_quoted_byte_for_byte_its_quotes_closed_and_reopened() {
