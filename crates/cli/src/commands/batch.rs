@@ -435,9 +435,9 @@ fn workers(
         NonZeroU32::get,
     );
     match run.backend {
-        Backend::Local => local(&job, waiting, jobs as usize, &signal, &mut report)?,
+        Backend::Local => local(&job, waiting, jobs as usize, signal, &mut report)?,
         #[cfg(feature = "scale-out")]
-        Backend::Slurm => match slurm::run(&job, &waiting, jobs, &signal, &mut report)? {
+        Backend::Slurm => match slurm::run(&job, &waiting, jobs, signal, &mut report)? {
             Ok(()) => {}
             Err(message) => return Ok(usage(&message)),
         },
@@ -448,7 +448,7 @@ fn workers(
                 Err(message) => return Ok(usage(&message)),
             };
             let caps = kubernetes::Caps::of(&pipeline);
-            match kubernetes::run(&job, &waiting, jobs, &signal, &mut report, caps)? {
+            match kubernetes::run(&job, &waiting, jobs, signal, &mut report, caps)? {
                 Ok(()) => {}
                 Err(message) => return Ok(usage(&message)),
             }
