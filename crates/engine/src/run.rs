@@ -678,6 +678,18 @@ pub fn stopping_kill(exit_code: i32) -> bool {
     }
 }
 
+/// How the `error` event a batch run's engine appends when it cannot take a workspace record
+/// begins (a resume elsewhere then names it as the reason it cannot rebuild).
+pub const CARRY_REFUSED: &str =
+    "the workspace could not be recorded for a resume on another machine";
+
+/// Where this machine notes the seq of the last workspace record it took of a batch run (DESIGN
+/// §16): a clone here whose run has a later record in the store was left behind by a machine the
+/// run moved away from, and is rebuilt rather than resumed.
+pub fn carried_marker(state_dir: &Path, run: RunId) -> PathBuf {
+    run_dir(state_dir, run).join("carried")
+}
+
 /// Where a run's delivery keeps its scratch repository while it pushes (removed when the push
 /// ends, by the signal handler of an interrupted cordon, and at resume after a `kill -9`).
 pub fn delivery_scratch(state_dir: &Path, run: RunId) -> PathBuf {

@@ -22,7 +22,7 @@ use gix_hash::ObjectId;
 use gix_object::Kind;
 
 use crate::GitError;
-use crate::repo::Repo;
+use crate::repo::{MAX_COMMIT, Repo};
 use crate::tree::{self, Mode};
 use crate::worktree::{Ignoring, MAX_BLOB, StatCache};
 
@@ -145,16 +145,25 @@ impl Gathered {
     fn push(&mut self, kind: Kind, bytes: Vec<u8>) -> Result<(), GitError> {
         self.bytes = self.bytes.saturating_add(bytes.len() as u64);
         if self.bytes > MAX_CARRIED || self.objects.len() >= MAX_CARRIED_OBJECTS {
-            return Err(GitError::Objects(format!(
-                "the workspace holds more than cordon carries to another machine ({} MiB or {} \
-                 objects beyond the run's origin)",
-                MAX_CARRIED >> 20,
-                MAX_CARRIED_OBJECTS
-            )));
+            return Err(too_large());
         }
         self.objects.push((kind, bytes));
         Ok(())
     }
+
+    /// The most bytes the next object may have.
+    fn room(&self) -> u64 {
+        MAX_CARRIED.saturating_sub(self.bytes)
+    }
+}
+
+fn too_large() -> GitError {
+    GitError::Objects(format!(
+        "the workspace holds more than cordon carries to another machine ({} MiB or {} objects \
+         beyond the run's origin)",
+        MAX_CARRIED >> 20,
+        MAX_CARRIED_OBJECTS
+    ))
 }
 
 impl Repo {
@@ -175,6 +184,14 @@ impl Repo {
         let head_flat = tree::flatten(&self.objects, &head_tree)?;
         let snapshot = self.snapshot(workspace, &head_flat, Ignoring::WorkTree, cache)?;
         let flat = crate::commit::staged(&snapshot, &head_flat, exclude);
+        // The changed files' sizes, as the snapshot saw them, before any blob is written.
+        let changed: u64 = crate::diff::changes(&head_flat, &flat)
+            .iter()
+            .filter_map(|(path, _)| snapshot.entries.get(path)?.meta.map(|m| m.size))
+            .fold(0, u64::saturating_add);
+        if changed > MAX_CARRIED {
+            return Err(too_large());
+        }
         self.store_staged(workspace, &head_flat, &flat, &snapshot)?;
         let work_tree = tree::write(&self.objects, &flat)?;
         let mut gathered = Gathered {
@@ -198,7 +215,7 @@ impl Repo {
                      the workspace cannot be carried to another machine"
                 )));
             }
-            let bytes = self.raw(&commit, Kind::Commit)?;
+            let bytes = self.raw(&commit, Kind::Commit, MAX_COMMIT, gathered.room())?;
             let parsed = gix_object::CommitRef::from_bytes(&bytes, gix_hash::Kind::Sha1)
                 .map_err(|err| GitError::Objects(format!("the commit {commit}: {err}")))?;
             let tree = parsed.tree();
@@ -220,7 +237,7 @@ impl Repo {
     /// the batch's tooling commit on it).
     pub fn head_parent(&self) -> Result<ObjectId, GitError> {
         let head = self.head()?;
-        let bytes = self.raw(&head, Kind::Commit)?;
+        let bytes = self.raw(&head, Kind::Commit, MAX_COMMIT, MAX_COMMIT)?;
         let parsed = gix_object::CommitRef::from_bytes(&bytes, gix_hash::Kind::Sha1)
             .map_err(|err| GitError::Objects(format!("the commit {head}: {err}")))?;
         parsed
@@ -309,7 +326,7 @@ impl Repo {
             if !seen.insert(tree) {
                 continue;
             }
-            let bytes = self.raw(&tree, Kind::Tree)?;
+            let bytes = self.raw(&tree, Kind::Tree, tree::MAX_TREE, tree::MAX_TREE)?;
             for entry in gix_object::TreeRefIter::from_bytes(&bytes, gix_hash::Kind::Sha1) {
                 let entry = entry.map_err(|err| GitError::Objects(err.to_string()))?;
                 entries += 1;
@@ -336,14 +353,14 @@ impl Repo {
             if !gathered.seen.insert(tree) {
                 continue;
             }
-            let bytes = self.raw(&tree, Kind::Tree)?;
+            let bytes = self.raw(&tree, Kind::Tree, tree::MAX_TREE, gathered.room())?;
             for entry in gix_object::TreeRefIter::from_bytes(&bytes, gix_hash::Kind::Sha1) {
                 let entry = entry.map_err(|err| GitError::Objects(err.to_string()))?;
                 let id = entry.oid.to_owned();
                 if entry.mode.is_tree() {
                     stack.push(id);
                 } else if !entry.mode.is_commit() && gathered.seen.insert(id) {
-                    let blob = self.raw(&id, Kind::Blob)?;
+                    let blob = self.raw(&id, Kind::Blob, MAX_BLOB, gathered.room())?;
                     gathered.push(Kind::Blob, blob)?;
                 }
             }
@@ -352,17 +369,23 @@ impl Repo {
         Ok(())
     }
 
-    /// The bytes of object `id`, which must be a `kind`, refused past [`MAX_BLOB`] before it is
-    /// inflated.
-    fn raw(&self, id: &ObjectId, kind: Kind) -> Result<Vec<u8>, GitError> {
+    /// The bytes of object `id`, which must be a `kind`, refused before it is inflated past
+    /// `cap` (the most cordon reads of one) or `room` (what the record has left).
+    fn raw(&self, id: &ObjectId, kind: Kind, cap: u64, room: u64) -> Result<Vec<u8>, GitError> {
         use gix_object::{Find as _, FindHeader as _};
-        if let Ok(Some(header)) = self.objects.try_header(id)
-            && header.size > MAX_BLOB
-        {
+        let header = self
+            .objects
+            .try_header(id)
+            .map_err(GitError::library("read an object's header"))?
+            .ok_or_else(|| GitError::Objects(format!("the object {id} is missing")))?;
+        if header.size > cap {
             return Err(GitError::Objects(format!(
-                "the object {id} is {} bytes, more than the {MAX_BLOB} cordon's git reads",
+                "the object {id} is {} bytes, more than the {cap} cordon reads of one",
                 header.size
             )));
+        }
+        if header.size > room {
+            return Err(too_large());
         }
         let mut buffer = Vec::new();
         let data = self

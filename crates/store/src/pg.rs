@@ -479,18 +479,41 @@ impl Postgres {
         seq: u64,
         blob: BlobId,
     ) -> Result<(), StoreError> {
-        self.client()?
-            .execute(
-                "INSERT INTO workspace_trees (run, seq, blob) VALUES ($1, $2, $3) \
-                 ON CONFLICT DO NOTHING",
-                &[
-                    &run.to_string(),
-                    &i64::try_from(seq).unwrap_or(i64::MAX),
-                    &i64::try_from(blob.0).unwrap_or(i64::MAX),
-                ],
-            )
-            .map(|_| ())
-            .map_err(self.fail())
+        let mut client = self.client()?;
+        let fail = self.fail();
+        let run = run.to_string();
+        client.batch_execute("BEGIN").map_err(&fail)?;
+        let written = (|| {
+            client
+                .execute(
+                    "INSERT INTO workspace_trees (run, seq, blob) VALUES ($1, $2, $3) \
+                     ON CONFLICT DO NOTHING",
+                    &[
+                        &run,
+                        &i64::try_from(seq).unwrap_or(i64::MAX),
+                        &i64::try_from(blob.0).unwrap_or(i64::MAX),
+                    ],
+                )
+                .map_err(&fail)?;
+            // Only the latest record is ever read: the older ones go, with their blobs (unless
+            // the latest shares one).
+            client
+                .execute(
+                    "WITH latest AS (SELECT seq, blob FROM workspace_trees WHERE run = $1 \
+                     ORDER BY seq DESC LIMIT 1), \
+                     gone AS (DELETE FROM workspace_trees WHERE run = $1 \
+                     AND seq < (SELECT seq FROM latest) RETURNING blob) \
+                     DELETE FROM blobs WHERE id IN (SELECT blob FROM gone) \
+                     AND id <> (SELECT blob FROM latest)",
+                    &[&run],
+                )
+                .map_err(&fail)?;
+            client.batch_execute("COMMIT").map_err(&fail)
+        })();
+        if written.is_err() {
+            let _ = client.batch_execute("ROLLBACK");
+        }
+        written
     }
 
     pub(crate) fn workspace_tree(&self, run: RunId) -> Result<Option<(u64, BlobId)>, StoreError> {

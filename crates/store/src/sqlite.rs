@@ -457,17 +457,39 @@ impl Sqlite {
     ) -> Result<(), StoreError> {
         let _writing = self.writing();
         self.set_sync(Sync::Full)?;
-        self.conn
-            .execute(
-                "INSERT OR IGNORE INTO workspace_trees (run, seq, blob) VALUES (?1, ?2, ?3)",
-                params![
-                    run.to_string(),
-                    i64::try_from(seq).unwrap_or(i64::MAX),
-                    i64::try_from(blob.0).unwrap_or(i64::MAX)
-                ],
-            )
-            .map(|_| ())
-            .map_err(self.fail())
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(self.fail())?;
+        let run = run.to_string();
+        tx.execute(
+            "INSERT OR IGNORE INTO workspace_trees (run, seq, blob) VALUES (?1, ?2, ?3)",
+            params![
+                run,
+                i64::try_from(seq).unwrap_or(i64::MAX),
+                i64::try_from(blob.0).unwrap_or(i64::MAX)
+            ],
+        )
+        .map_err(self.fail())?;
+        // Only the latest record is ever read: the older ones go, with their blobs (unless the
+        // latest shares one).
+        for sql in [
+            "CREATE TEMP TABLE IF NOT EXISTS carried_old (blob INTEGER)",
+            "DELETE FROM carried_old",
+            "INSERT INTO carried_old SELECT blob FROM workspace_trees WHERE run = ?1 AND seq < \
+             (SELECT MAX(seq) FROM workspace_trees WHERE run = ?1) AND blob <> \
+             (SELECT blob FROM workspace_trees WHERE run = ?1 ORDER BY seq DESC LIMIT 1)",
+            "DELETE FROM workspace_trees WHERE run = ?1 AND seq < \
+             (SELECT MAX(seq) FROM workspace_trees WHERE run = ?1)",
+            "DELETE FROM blobs WHERE id IN (SELECT blob FROM carried_old)",
+        ] {
+            let with_run = sql.contains("?1");
+            if with_run {
+                tx.execute(sql, [&run])
+            } else {
+                tx.execute(sql, [])
+            }
+            .map_err(self.fail())?;
+        }
+        tx.commit().map_err(self.fail())
     }
 
     pub(crate) fn workspace_tree(&self, run: RunId) -> Result<Option<(u64, BlobId)>, StoreError> {

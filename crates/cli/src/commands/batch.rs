@@ -728,17 +728,37 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
         while store.is_held(run) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(500));
         }
-        if !stored.workspace.is_dir() {
-            let rebuilt = if stored.workspace == dest {
-                rebuild(&store, run, &parsed, &dest, &home)?
-            } else {
+        let here = stored.workspace.is_dir();
+        let stale = here && stored.workspace == dest && left_behind(&store, state_dir.path(), run)?;
+        if stale {
+            eprintln!(
+                "cordon: task {}: run {run} went on elsewhere after its clone here was last \
+                 recorded; rebuilding the clone from the run's latest record",
+                parsed.id
+            );
+        }
+        if !here || stale {
+            let rebuilt = if stored.workspace != dest {
                 Err("it began outside this batch's directory".to_owned())
+            } else if store.is_held(run) {
+                Err(
+                    "another worker still holds the run; wait for it to stop or its lease to \
+                     expire, then resume the batch"
+                        .to_owned(),
+                )
+            } else {
+                rebuild(&store, run, &parsed, &dest, &home)?
             };
             if let Err(why) = rebuilt {
+                let state = if here {
+                    "here is older than the run"
+                } else {
+                    "is not on this machine"
+                };
                 eprintln!(
-                    "cordon: task {}: run {run}'s workspace {} is not on this machine and cannot \
-                     be rebuilt here ({}); resume it with `cordon run --resume {run}` on the \
-                     machine that began it",
+                    "cordon: task {}: run {run}'s workspace {} {state} and cannot be rebuilt \
+                     here ({}); resume it with `cordon run --resume {run}` on the machine that \
+                     took it last",
                     parsed.id,
                     escape_line(&stored.workspace.display().to_string()),
                     escape_text(&why)
@@ -786,6 +806,19 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Whether this machine's clone of `run` is older than the run's latest workspace record: the
+/// run went on elsewhere (this machine's note of its last record, in the state directory, is
+/// missing or names an earlier one). A run without records keeps its clone.
+fn left_behind(store: &Store, state_dir: &Path, run: RunId) -> anyhow::Result<bool> {
+    let Some((seq, _)) = store.workspace_tree(run)? else {
+        return Ok(false);
+    };
+    let mut noted = String::new();
+    let _ = std::fs::File::open(cordon_engine::run::carried_marker(state_dir, run))
+        .and_then(|file| file.take(32).read_to_string(&mut noted));
+    Ok(noted.trim().parse::<u64>().ok() != Some(seq))
+}
+
 /// Rebuilds `run`'s workspace at `dest` from its latest record in the store (DESIGN §16), when
 /// that record is of the log's last step (`run.started` when no step has finished): an older
 /// one would lose that step's work. `Ok(Err)` is why it cannot be rebuilt; nothing is left at
@@ -801,9 +834,9 @@ fn rebuild(
     let Some((seq, blob)) = store.workspace_tree(run)? else {
         return Ok(Err("the store holds no record of it".to_owned()));
     };
-    let last = store
-        .events(run)?
-        .into_iter()
+    let events = store.events(run)?;
+    let last = events
+        .iter()
         .rev()
         .find(|r| {
             matches!(
@@ -813,9 +846,19 @@ fn rebuild(
         })
         .map(|r| r.seq);
     if last != Some(seq) {
-        return Ok(Err(
+        // The engine says in the log when a record could not be taken (a work tree past its
+        // bound); else the worker stopped between the step's end and its record.
+        let refused = events.iter().rev().find_map(|r| match &r.event {
+            Event::Error { message }
+                if r.seq > seq && message.starts_with(cordon_engine::run::CARRY_REFUSED) =>
+            {
+                Some(message.clone())
+            }
+            _ => None,
+        });
+        return Ok(Err(refused.unwrap_or_else(|| {
             "its last step finished without its workspace recorded".to_owned()
-        ));
+        })));
     }
     let record = store.blob(blob)?.unwrap_or_default();
     for made in [dest, home] {

@@ -761,6 +761,13 @@ steps:
 /// A batch of one task of [`CARRIED`], its worker killed in `wait` and its clone removed (as on
 /// another machine): the batch id, the policy file, and the run.
 fn carried_and_lost(b: &Batch) -> (String, PathBuf, String) {
+    let (id, policy, run) = carried_and_killed(b);
+    std::fs::remove_dir_all(b.clone_of(&id, "a")).expect("remove the clone");
+    (id, policy, run)
+}
+
+/// [`carried_and_lost`] with the clone kept.
+fn carried_and_killed(b: &Batch) -> (String, PathBuf, String) {
     let policy = b.dir.path().join("policy.toml");
     std::fs::write(&policy, "[env]\npass = [\"SLOW\"]\n").expect("write policy");
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
@@ -797,7 +804,6 @@ fn carried_and_lost(b: &Batch) -> (String, PathBuf, String) {
     );
     let id = Batch::id(&out);
     let run = b.status(&id)[0].2.clone().expect("the task has a run");
-    std::fs::remove_dir_all(b.clone_of(&id, "a")).expect("remove the clone");
     (id, policy, run)
 }
 
@@ -861,14 +867,13 @@ fn a_run_whose_last_step_has_no_record_is_not_rebuilt_and_says_where_to_resume_i
     // The worker stopped between `step.finished` and its record: the latest record is then an
     // earlier step's, which would lose the last step's work.
     let conn = rusqlite::Connection::open(b.state.join("cordon.db")).expect("db");
-    let removed = conn
+    let moved = conn
         .execute(
-            "DELETE FROM workspace_trees WHERE run = ?1 AND seq = \
-             (SELECT MAX(seq) FROM workspace_trees WHERE run = ?1)",
+            "UPDATE workspace_trees SET seq = seq - 1 WHERE run = ?1",
             [&run],
         )
-        .expect("delete");
-    assert_eq!(removed, 1);
+        .expect("update");
+    assert_eq!(moved, 1, "one record is kept per run");
     drop(conn);
     let resumed = b
         .cordon(&[
@@ -890,8 +895,107 @@ fn a_run_whose_last_step_has_no_record_is_not_rebuilt_and_says_where_to_resume_i
             "cannot be rebuilt here (its last step finished without its workspace \
                          recorded); resume it with `cordon run --resume"
         ),
-        "{stderr}"
+        "{log}"
     );
     assert!(!b.clone_of(&id, "a").exists(), "nothing is left half-made");
     assert_eq!(b.status(&id)[0].1, "interrupted");
+}
+
+#[test]
+fn a_clone_left_behind_by_a_machine_the_run_moved_away_from_is_rebuilt_not_resumed() {
+    let resume = |b: &Batch, id: &str, policy: &Path| {
+        b.cordon(&[
+            "batch",
+            "resume",
+            id,
+            "--policy",
+            policy.to_str().unwrap_or_default(),
+        ])
+        .env_remove("SLOW")
+        .output()
+        .expect("resume")
+    };
+    // The control: this machine took the run's latest record, so its clone is resumed as it is,
+    // with what the killed step left (`second`, which the last step refuses).
+    let kept = Batch::new(CARRIED);
+    let (id, policy, _) = carried_and_killed(&kept);
+    let out = resume(&kept, &id, &policy);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(kept.status(&id)[0].1, "failure");
+
+    // Another machine went on with the run after this one's last record (this machine's note
+    // names an earlier record): the clone here is rebuilt from the latest record instead.
+    let b = Batch::new(CARRIED);
+    let (id, policy, run) = carried_and_killed(&b);
+    let marker = b.state.join("runs").join(&run).join("carried");
+    let noted: u64 = std::fs::read_to_string(&marker)
+        .expect("the note")
+        .trim()
+        .parse()
+        .expect("a seq");
+    std::fs::write(&marker, (noted - 1).to_string()).expect("write");
+    let out = resume(&b, &id, &policy);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
+        .expect("the worker's log");
+    assert!(
+        log.contains(&format!(
+            "run {run} went on elsewhere after its clone here was last recorded"
+        )) && log.contains("rebuilt run"),
+        "{log}"
+    );
+    assert!(!b.clone_of(&id, "a").join("second").exists());
+}
+
+#[test]
+fn a_workspace_too_large_to_record_is_said_in_the_log_and_named_when_a_rebuild_is_refused() {
+    // 4 MiB under 65 names: 260 MiB of files, past the 256 MiB a record carries.
+    let b = Batch::new(
+        "name: large
+steps:
+  - name: big
+    command: head -c 4194304 /dev/zero > big && for i in $(seq 64); do ln big big-$i; done
+  - name: wait
+    command: test -z \"$SLOW\" || (touch second && sleep 60)
+",
+    );
+    let (id, policy, run) = carried_and_lost(&b);
+    let logs = b
+        .cordon(&["logs", &run, "--json"])
+        .output()
+        .expect("cordon logs");
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        logs.contains("the workspace could not be recorded for a resume on another machine"),
+        "{logs}"
+    );
+    let resumed = b
+        .cordon(&[
+            "batch",
+            "resume",
+            &id,
+            "--policy",
+            policy.to_str().unwrap_or_default(),
+        ])
+        .env_remove("SLOW")
+        .output()
+        .expect("resume");
+    assert_eq!(resumed.status.code(), Some(1));
+    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
+        .expect("the worker's log");
+    assert!(
+        log.contains("cannot be rebuilt here (the workspace could not be recorded")
+            && log.contains("more than cordon carries to another machine (256 MiB"),
+        "{log}"
+    );
 }

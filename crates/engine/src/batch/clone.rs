@@ -138,8 +138,17 @@ pub fn rebuild(task: &Task, record: &[u8], dest: &Path, home: &Path) -> Result<(
     opened
         .import_carried(carried)
         .map_err(|e| format!("the run's workspace record: {e}"))?;
+    // The record's objects were written as they came: git checks each one as strictly as a
+    // fetch does (`transfer.fsckObjects`) before it checks any out. Both checkouts, HEAD's and
+    // the recorded work tree, are sized as a task's first checkout is.
+    git.run(
+        dest,
+        &owned(&["fsck", "--strict", "--no-progress", "--no-dangling"]),
+        "check the record's objects",
+    )?;
     let head = carried.head.to_string();
     git.check_size(dest, &head)?;
+    git.check_size(dest, &carried.tree.to_string())?;
     git.run(
         dest,
         &owned(&["checkout", "--quiet", "-B", BRANCH, &head]),

@@ -74,8 +74,8 @@ impl Engine<'_> {
                     None,
                     Event::Error {
                         message: format!(
-                            "the workspace could not be recorded for a resume on another \
-                             machine (a resume there is refused until a later step's is): {}",
+                            "{} (a resume there is refused until a later step's is): {}",
+                            crate::run::CARRY_REFUSED,
                             crate::error_chain(&err)
                         ),
                     },
@@ -89,6 +89,13 @@ impl Engine<'_> {
             _ => self.cx.store.put_blob(self.cx.run, &bytes)?,
         };
         self.cx.store.put_workspace_tree(self.cx.run, seq, blob)?;
+        // This machine's note of it (after the store has it: a note missing or older than the
+        // store's record only makes a resume here rebuild the clone from that record).
+        let marker = crate::run::carried_marker(self.cx.store.dir(), self.cx.run);
+        if let Some(dir) = marker.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&marker, seq.to_string());
         if let Some(Ok(carry)) = &mut self.carry {
             carry.last = Some((digest, blob));
         }

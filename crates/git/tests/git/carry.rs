@@ -141,3 +141,49 @@ fn a_damaged_or_oversized_record_is_refused_when_read() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+#[test]
+fn a_work_tree_past_the_records_bound_is_refused_before_any_blob_is_written() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "one\n");
+    fx.commit_all("origin");
+    let origin = git_out(fx.path(), &["rev-parse", "HEAD"]);
+    // One 4 MiB file under 65 names (hard links): read once, but 260 MiB of files to carry.
+    fx.write_bytes("big.bin", &vec![7u8; 4 << 20]);
+    for n in 0..64 {
+        std::fs::hard_link(
+            fx.path().join("big.bin"),
+            fx.path().join(format!("big-{n}.bin")),
+        )
+        .unwrap();
+    }
+    let objects = |dir: &std::path::Path| git_out(dir, &["count-objects"]);
+    let before = objects(fx.path());
+    let err = fx
+        .repo()
+        .carry(
+            &fx.view(),
+            cordon_git::ObjectId::from_hex(origin.as_bytes()).unwrap(),
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("more than cordon carries to another machine (256 MiB"),
+        "{err}"
+    );
+    assert_eq!(objects(fx.path()), before, "no blob was written");
+    // The control: with a few of the names, the record is taken.
+    for n in 8..64 {
+        fx.remove(&format!("big-{n}.bin"));
+    }
+    fx.repo()
+        .carry(
+            &fx.view(),
+            cordon_git::ObjectId::from_hex(origin.as_bytes()).unwrap(),
+            &[],
+            &mut StatCache::default(),
+        )
+        .unwrap();
+}

@@ -185,5 +185,22 @@ fn a_runs_latest_workspace_record_is_the_one_of_its_last_step_and_a_repeat_is_ig
         );
         let other = crate::run(&fx.store, 8);
         assert_eq!(fx.store.workspace_tree(other).expect("read"), None);
+        // Only the latest record is kept: the earlier one's blob is gone, a blob the latest
+        // shares stays, and a stale record of an earlier seq is dropped at once.
+        assert_eq!(fx.store.blob(first).expect("read"), None, "{}", fx.backend);
+        fx.store
+            .put_workspace_tree(run, 12, later)
+            .expect("same blob");
+        assert_eq!(
+            fx.store.blob(later).expect("read").as_deref(),
+            Some(&b"later"[..])
+        );
+        let stale = fx.store.put_blob(run, b"stale").expect("blob");
+        fx.store.put_workspace_tree(run, 10, stale).expect("stale");
+        assert_eq!(
+            fx.store.workspace_tree(run).expect("read"),
+            Some((12, later))
+        );
+        assert_eq!(fx.store.blob(stale).expect("read"), None, "{}", fx.backend);
     });
 }
