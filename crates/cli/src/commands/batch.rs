@@ -281,24 +281,36 @@ fn preflight(run: &Workers, state_dir: &StateDir) -> Result<(), String> {
 /// The tasks file's text: a regular file of at most [`batch::MAX_FILE`] bytes, UTF-8.
 fn read_tasks(path: &Path) -> Result<String, String> {
     let shown = escape_line(&path.display().to_string()).into_owned();
-    let file = std::fs::File::open(path).map_err(|e| format!("the tasks file {shown}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("the tasks file {shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("the tasks file {shown} is not a regular file"));
+    let unreadable = |e: std::io::Error| {
+        format!(
+            "the tasks file {shown}: {e}; name a readable file of task lines \
+             (`{{\"id\": …, \"repo\": …}}` on each)"
+        )
+    };
+    // Looked at before it is opened: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path).map_err(unreadable)?.is_file() {
+        return Err(format!(
+            "the tasks file {shown} is not a regular file; write the tasks to a file and name it"
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    if !file.metadata().map_err(unreadable)?.is_file() {
+        return Err(format!(
+            "the tasks file {shown} is not a regular file; write the tasks to a file and name it"
+        ));
     }
     let mut bytes = Vec::new();
     file.take(u64::try_from(batch::MAX_FILE).unwrap_or(u64::MAX) + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("the tasks file {shown}: {e}"))?;
+        .map_err(unreadable)?;
     if bytes.len() > batch::MAX_FILE {
         return Err(format!(
             "the tasks file {shown} is larger than {} MiB; split it into batches",
             batch::MAX_FILE >> 20
         ));
     }
-    String::from_utf8(bytes).map_err(|_| format!("the tasks file {shown} is not UTF-8 text"))
+    String::from_utf8(bytes)
+        .map_err(|_| format!("the tasks file {shown} is not UTF-8 text; save it as UTF-8"))
 }
 
 /// The state directory, its store and the batch `text` names, or the exit to end with.

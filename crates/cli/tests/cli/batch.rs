@@ -713,10 +713,26 @@ fn a_tasks_file_that_cannot_be_read_as_text_and_a_jobs_count_out_of_range_are_re
     std::fs::write(&binary, b"{\"id\":\"\xff\"}\n").expect("write");
     let directory = b.dir.path().join("dir.jsonl");
     std::fs::create_dir(&directory).expect("mkdir");
+    let fifo = b.dir.path().join("fifo.jsonl");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let missing = b.dir.path().join("missing.jsonl");
     let good = b.tasks("{\"id\":\"t\",\"repo\":\"repo\",\"vars\":{\"n\":\"1\"}}\n");
     for (tasks, extra, want) in [
-        (&binary, &[][..], "is not UTF-8 text"),
-        (&directory, &[][..], "is not a regular file"),
+        (&binary, &[][..], "is not UTF-8 text; save it as UTF-8"),
+        (
+            &directory,
+            &[][..],
+            "is not a regular file; write the tasks to a file and name it",
+        ),
+        // A FIFO is refused at once, never waited on for a writer.
+        (&fifo, &[][..], "is not a regular file"),
+        (&missing, &[][..], "name a readable file of task lines"),
         (
             &good,
             &["--jobs", "65"][..],
