@@ -37,6 +37,8 @@ struct Pod {
     restarts: u32,
     deleting: bool,
     state: PathBuf,
+    /// Its container never starts (as with an image that cannot be pulled).
+    stuck: bool,
 }
 
 #[derive(Default)]
@@ -49,6 +51,8 @@ struct State {
     refuse_jobs_after: Option<usize>,
     /// Pad every created object's answer past what cordon reads of one (a hostile server).
     oversized_answers: bool,
+    /// The `waiting` state of every new pod's container, which then never starts.
+    pod_waiting: Option<Value>,
 }
 
 /// The scripted API server and kubelet.
@@ -257,8 +261,11 @@ fn answer(
                         restarts: 0,
                         deleting: false,
                         state: pod_state,
+                        stuck: state.pod_waiting.is_some(),
                     };
-                    pod.child = Some(start(&pod, &state.config_maps, root));
+                    if !pod.stuck {
+                        pod.child = Some(start(&pod, &state.config_maps, root));
+                    }
                     state.pods.insert(name, pod);
                 }
                 _ => {}
@@ -281,7 +288,7 @@ fn answer(
                 return status(404, "NotFound", "jobs.batch not found");
             }
             let mut job = pod.job.clone();
-            job["status"] = match (pod.child.is_some(), pod.exited) {
+            job["status"] = match (pod.child.is_some() || pod.stuck, pod.exited) {
                 (true, _) => json!({"active": 1}),
                 (false, Some(0)) => json!({"succeeded": 1, "conditions": [
                     {"type": "Complete", "status": "True"}]}),
@@ -292,6 +299,31 @@ fn answer(
                 job["metadata"]["deletionTimestamp"] = json!("2026-12-07T00:00:00Z");
             }
             (200, job)
+        }
+        ("GET", None) if kind == "pods" => {
+            let waiting = state.pod_waiting.clone();
+            let items: Vec<Value> = state
+                .pods
+                .iter()
+                .filter(|(_, pod)| pod.stuck && !pod.deleting)
+                .map(|(name, pod)| {
+                    json!({
+                        "metadata": {
+                            "name": format!("{name}-pod"),
+                            "labels": pod.job["spec"]["template"]["metadata"]["labels"],
+                        },
+                        "status": {"phase": "Pending", "containerStatuses": [{
+                            "name": "cordon", "image": "registry.example.com/cordon:1",
+                            "imageID": "", "ready": false, "restartCount": 0,
+                            "state": {"waiting": waiting},
+                        }]},
+                    })
+                })
+                .collect();
+            (
+                200,
+                json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}),
+            )
         }
         ("DELETE", Some(name)) => match kind {
             "jobs" => {
@@ -951,5 +983,54 @@ steps:
         (pod.restarts, pod.exited),
         (0, Some(0)),
         "the worker said its run ended"
+    );
+}
+
+#[test]
+fn a_pod_that_cannot_start_is_said_with_the_clusters_reason_while_the_batch_waits() {
+    let Some(pg) = Pg::new() else { return };
+    let b = Batch::new(SLOW);
+    let cluster = Cluster::start(b.dir.path());
+    // The reason's message carries a terminal escape: it is printed escaped.
+    cluster.state.lock().expect("lock").pod_waiting = Some(json!({
+        "reason": "ImagePullBackOff",
+        "message": "Back-off pulling image \"registry.example.com/cordon:1\"\u{1b}[2J",
+    }));
+    let policy = policy(b.dir.path(), "");
+    let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
+    let mut child = on_cluster(
+        &b,
+        &cluster.kubeconfig(),
+        &tasks,
+        &policy,
+        Some(&pg.url),
+        &[],
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn cordon batch");
+    // The pods listed twice: the reason has been said by then.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/pods"))
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "the pods were never listed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let (code, stderr) = ended(&mut child, Duration::from_secs(120));
+    assert_eq!(code, Some(130), "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("waiting")).collect();
+    assert_eq!(
+        said,
+        ["task a  waiting  ImagePullBackOff: Back-off pulling image \
+             \"registry.example.com/cordon:1\"\\e[2J"],
+        "said once, escaped: {stderr}"
     );
 }

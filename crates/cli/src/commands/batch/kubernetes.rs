@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::batch::v1::{Job as KubeJob, JobSpec};
 use k8s_openapi::api::core::v1::{
     AppArmorProfile, Capabilities, ConfigMap, ConfigMapVolumeSource, Container,
-    EmptyDirVolumeSource, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource,
+    EmptyDirVolumeSource, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource, Pod as KubePod,
     PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
     SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
@@ -40,7 +40,7 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube_client::api::{Api, DeleteParams, PostParams};
+use kube_client::api::{Api, DeleteParams, ListParams, PostParams};
 
 use cordon_pipeline::Isolation;
 use cordon_pipeline::policy::KubernetesPod;
@@ -546,6 +546,9 @@ struct Cluster {
     policies: Api<NetworkPolicy>,
     configs: Api<ConfigMap>,
     jobs: Api<KubeJob>,
+    /// The batch's pods, read to say why one waits; `None` once the cluster refused to list
+    /// them (the role may not grant `pods: list`; nothing else needs it).
+    pods: Option<Api<KubePod>>,
     /// The NetworkPolicy and ConfigMap made for this submission, deleted when it ends (unless a
     /// Job of it is left: its pod keeps its walls).
     made: Vec<(bool, String)>,
@@ -568,7 +571,8 @@ impl Cluster {
         Ok(Ok(Cluster {
             policies: Api::namespaced(client.clone(), &namespace),
             configs: Api::namespaced(client.clone(), &namespace),
-            jobs: Api::namespaced(client, &namespace),
+            jobs: Api::namespaced(client.clone(), &namespace),
+            pods: Some(Api::namespaced(client, &namespace)),
             namespace,
             runtime,
             made: Vec::new(),
@@ -595,6 +599,39 @@ impl Cluster {
                 API_TIMEOUT.as_secs()
             ),
         }
+    }
+
+    /// Why the batch's live pods wait, by task: a container that cannot start (its image, a
+    /// missing Secret or ConfigMap, a refused profile) or a pod the scheduler cannot place —
+    /// the cluster's reason and message, escaped and cut at [`MAX_REASON`] bytes. Nothing when
+    /// the pods cannot be listed.
+    fn waiting(&mut self, batch: RunId) -> Vec<(u32, String)> {
+        let Some(pods) = &self.pods else {
+            return Vec::new();
+        };
+        let params = ListParams::default()
+            .labels(&format!("cordon-batch={batch}"))
+            .limit(500);
+        let listed = match self.call("the batch's pods", pods.list(&params)) {
+            Ok(listed) => listed,
+            Err(_) => {
+                self.pods = None;
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for pod in listed.items {
+            let task = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("cordon-task"))
+                .and_then(|t| t.parse::<u32>().ok());
+            if let (Some(task), Some(why)) = (task, pod.status.as_ref().and_then(pod_waits)) {
+                out.push((task, why));
+            }
+        }
+        out
     }
 
     /// Deletes the live Jobs in the foreground (each pod gets SIGTERM; its worker stops its run
@@ -755,6 +792,8 @@ fn submit(
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
     // How many looks in a row failed to read a Job.
     let mut unread = 0;
+    // Why each task's pod was last said to wait.
+    let mut said: BTreeMap<u32, String> = BTreeMap::new();
     loop {
         if signal.load(Ordering::SeqCst) != 0 {
             // No more Jobs; each live one is deleted in the foreground: its pod gets SIGTERM
@@ -799,6 +838,14 @@ fn submit(
                 index += 1;
             }
         }
+        for (task, why) in cluster.waiting(batch) {
+            if said.get(&task) != Some(&why)
+                && let Some(row) = waiting.iter().find(|t| t.index == task)
+            {
+                eprintln!("task {}  waiting  {why}", escape_line(&row.id));
+                said.insert(task, why);
+            }
+        }
         // A cluster that cannot be read for a minute ends the submission (its Jobs stopped).
         unread = if failed.is_some() { unread + 1 } else { 0 };
         if let Some(err) = failed
@@ -813,6 +860,52 @@ fn submit(
     }
     report.tasks(&indexes, &|t| log_of(namespace, &names, t), false)?;
     Ok(())
+}
+
+/// The most bytes of a pod's waiting reason printed.
+const MAX_REASON: usize = 300;
+
+/// Why a pod in `status` waits, if it does for a reason worth saying: its container waiting
+/// other than while it is created, or the scheduler unable to place it.
+fn pod_waits(status: &k8s_openapi::api::core::v1::PodStatus) -> Option<String> {
+    let said = |reason: &str, message: Option<&str>| {
+        let text = match message {
+            Some(message) if !message.is_empty() => format!("{reason}: {message}"),
+            _ => reason.to_owned(),
+        };
+        let text = escape_line(&text).into_owned();
+        match text.char_indices().nth(MAX_REASON) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text,
+        }
+    };
+    let container = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find_map(|c| c.state.as_ref()?.waiting.as_ref())
+        .filter(|w| {
+            w.reason
+                .as_deref()
+                .is_some_and(|r| r != "ContainerCreating")
+        });
+    if let Some(waiting) = container {
+        return Some(said(
+            waiting.reason.as_deref().unwrap_or_default(),
+            waiting.message.as_deref(),
+        ));
+    }
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| {
+            said(
+                c.reason.as_deref().unwrap_or("Unschedulable"),
+                c.message.as_deref(),
+            )
+        })
 }
 
 /// Where a task's log is: its Job's pod.
@@ -831,6 +924,47 @@ mod tests {
         cordon_pipeline::policy::parse("policy.toml", text)
             .expect("a valid policy")
             .kubernetes
+    }
+
+    #[test]
+    fn a_pod_is_said_to_wait_for_its_container_or_its_scheduling_and_never_while_created() {
+        let status = |value: serde_json::Value| -> k8s_openapi::api::core::v1::PodStatus {
+            serde_json::from_value(value).expect("a pod status")
+        };
+        let container = |reason: &str, message: &str| {
+            status(serde_json::json!({"containerStatuses": [{
+                "name": "cordon", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}},
+            }]}))
+        };
+        let long = "m".repeat(400);
+        for (pod, want) in [
+            (container("ContainerCreating", ""), None),
+            (
+                container("CreateContainerConfigError", "secret \"keys\" not found"),
+                Some("CreateContainerConfigError: secret \"keys\" not found".to_owned()),
+            ),
+            (
+                container("ErrImagePull", &long),
+                Some(format!(
+                    "ErrImagePull: {}…",
+                    &format!("ErrImagePull: {long}")[14..300]
+                )),
+            ),
+            (
+                status(serde_json::json!({"conditions": [{"type": "PodScheduled",
+                    "status": "False", "reason": "Unschedulable",
+                    "message": "0/3 nodes are available"}]})),
+                Some("Unschedulable: 0/3 nodes are available".to_owned()),
+            ),
+            (
+                status(serde_json::json!({"conditions": [{"type": "PodScheduled",
+                    "status": "True"}]})),
+                None,
+            ),
+        ] {
+            assert_eq!(pod_waits(&pod), want);
+        }
     }
 
     #[test]
