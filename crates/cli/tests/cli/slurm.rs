@@ -266,3 +266,72 @@ fn the_slurm_backend_without_a_shared_store_is_refused_with_the_fix() {
         text(&out)
     );
 }
+
+#[test]
+fn a_task_requeued_onto_a_node_without_its_clone_rebuilds_it_from_the_store_and_finishes() {
+    let Some(mut pg) = Pg::new() else { return };
+    if !cluster() {
+        return;
+    }
+    // `wait` sleeps while the ignored `flag.tmp` is there: a clone rebuilt from the store has
+    // none (ignored files stay behind), so the resumed run goes on.
+    let b = Batch::new(
+        "name: moved
+steps:
+  - name: make
+    command: echo '*.tmp' > .gitignore && touch flag.tmp && echo made > made.txt
+  - name: wait
+    command: test ! -f flag.tmp || (touch second && sleep 120)
+  - name: check
+    command: test \"$(cat made.txt)\" = made && test ! -e second
+",
+    );
+    let (mut child, _lines, kept, job) = start_slow(&b, &pg);
+    let id = b.wait_marked(&mut child, &["a"], Duration::from_secs(120));
+    // Requeued and held: the worker stops its run resumably, and the task waits in the queue
+    // while its node loses the clone.
+    let task = format!("{job}_0");
+    let held = Command::new("scontrol")
+        .args(["requeuehold", &task])
+        .output()
+        .expect("scontrol");
+    assert!(held.status.success(), "{}", text(&held));
+    let run = pg.rows(&format!("SELECT run FROM batch_tasks WHERE batch = '{id}'"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pg.rows(&format!(
+        "SELECT count(*) FROM events WHERE run = '{}' AND type = 'run.interrupted'",
+        run[0]
+    )) != ["1"]
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never stopped its run"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    std::fs::remove_dir_all(b.clone_of(&id, "a")).expect("remove the clone");
+    let released = Command::new("scontrol")
+        .args(["release", &task])
+        .output()
+        .expect("scontrol");
+    assert!(released.status.success(), "{}", text(&released));
+    let status = wait_bounded(&mut child, Duration::from_secs(240));
+    let stderr = kept.lock().expect("lock").join("\n");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("slurm-0.log"))
+        .expect("the task's Slurm output");
+    assert!(
+        log.contains(&format!(
+            "rebuilt run {}'s workspace from its record",
+            run[0]
+        )),
+        "{log}"
+    );
+    let seqs = pg.rows(&format!(
+        "SELECT seq FROM events WHERE run = '{}' ORDER BY seq",
+        run[0]
+    ));
+    let want: Vec<String> = (1..=seqs.len()).map(|n| n.to_string()).collect();
+    assert_eq!(seqs, want, "one contiguous log");
+}
