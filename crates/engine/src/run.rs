@@ -683,9 +683,9 @@ pub fn stopping_kill(exit_code: i32) -> bool {
 pub const CARRY_REFUSED: &str =
     "the workspace could not be recorded for a resume on another machine";
 
-/// Where this machine notes the seq of the last workspace record it took of a batch run (DESIGN
-/// §16): a clone here whose run has a later record in the store was left behind by a machine the
-/// run moved away from, and is rebuilt rather than resumed.
+/// Where this machine notes the seq of the last step boundary (`run.started`, `step.finished`)
+/// its clone of a batch run reached (DESIGN §16): a clone here whose run's log has a later one
+/// was left behind by a machine the run moved away from, and is rebuilt rather than resumed.
 pub fn carried_marker(state_dir: &Path, run: RunId) -> PathBuf {
     run_dir(state_dir, run).join("carried")
 }

@@ -818,17 +818,33 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Whether this machine's clone of `run` is older than the run's latest workspace record: the
-/// run went on elsewhere (this machine's note of its last record, in the state directory, is
-/// missing or names an earlier one). A run without records keeps its clone.
+/// Whether this machine's clone of `run` is behind the run's log: its note of the last step
+/// boundary its clone reached (in the state directory) is missing or not the log's last
+/// `run.started`/`step.finished` — the run went on elsewhere. A run without workspace records
+/// (not a batch's steps run, or one from before them) keeps its clone.
 fn left_behind(store: &Store, state_dir: &Path, run: RunId) -> anyhow::Result<bool> {
-    let Some((seq, _)) = store.workspace_tree(run)? else {
+    if store.workspace_tree(run)?.is_none() {
         return Ok(false);
-    };
+    }
     let mut noted = String::new();
     let _ = std::fs::File::open(cordon_engine::run::carried_marker(state_dir, run))
         .and_then(|file| file.take(32).read_to_string(&mut noted));
-    Ok(noted.trim().parse::<u64>().ok() != Some(seq))
+    Ok(noted.trim().parse::<u64>().ok() != last_boundary(&store.events(run)?))
+}
+
+/// The seq of the log's last `run.started` or `step.finished`.
+fn last_boundary(events: &[cordon_protocol::Record]) -> Option<u64> {
+    use cordon_protocol::event::Event;
+    events
+        .iter()
+        .rev()
+        .find(|r| {
+            matches!(
+                r.event,
+                Event::StepFinished { .. } | Event::RunStarted { .. }
+            )
+        })
+        .map(|r| r.seq)
 }
 
 /// Rebuilds `run`'s workspace at `dest` from its latest record in the store (DESIGN §16), when
@@ -847,17 +863,7 @@ fn rebuild(
         return Ok(Err("the store holds no record of it".to_owned()));
     };
     let events = store.events(run)?;
-    let last = events
-        .iter()
-        .rev()
-        .find(|r| {
-            matches!(
-                r.event,
-                Event::StepFinished { .. } | Event::RunStarted { .. }
-            )
-        })
-        .map(|r| r.seq);
-    if last != Some(seq) {
+    if last_boundary(&events) != Some(seq) {
         // The engine says in the log when a record could not be taken (a work tree past its
         // bound); else the worker stopped between the step's end and its record.
         let refused = events.iter().rev().find_map(|r| match &r.event {

@@ -160,6 +160,11 @@ impl Batch {
     }
 }
 
+/// A command's stderr as text.
+pub fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The first child process of `parent` (a local batch's worker).
 fn first_child(parent: u32) -> String {
     std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
@@ -782,6 +787,25 @@ fn carried_and_lost(b: &Batch) -> (String, PathBuf, String) {
     (id, policy, run)
 }
 
+/// `cordon batch resume ID --policy POLICY` without `$SLOW`: its output, and task `a`'s worker
+/// log.
+fn resume_carried(b: &Batch, id: &str, policy: &Path) -> (Output, String) {
+    let out = b
+        .cordon(&[
+            "batch",
+            "resume",
+            id,
+            "--policy",
+            policy.to_str().unwrap_or_default(),
+        ])
+        .env_remove("SLOW")
+        .output()
+        .expect("resume");
+    let log =
+        std::fs::read_to_string(b.state.join("batches").join(id).join("a.log")).unwrap_or_default();
+    (out, log)
+}
+
 /// [`carried_and_lost`] with the clone kept.
 fn carried_and_killed(b: &Batch) -> (String, PathBuf, String) {
     let policy = b.dir.path().join("policy.toml");
@@ -827,21 +851,8 @@ fn carried_and_killed(b: &Batch) -> (String, PathBuf, String) {
 fn a_run_resumed_without_its_workspace_is_rebuilt_from_its_record_and_goes_on_from_its_last_step() {
     let b = Batch::new(CARRIED);
     let (id, policy, run) = carried_and_lost(&b);
-    let resumed = b
-        .cordon(&[
-            "batch",
-            "resume",
-            &id,
-            "--policy",
-            policy.to_str().unwrap_or_default(),
-        ])
-        .env_remove("SLOW")
-        .output()
-        .expect("resume");
-    let stderr = String::from_utf8_lossy(&resumed.stderr);
-    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
-    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
-        .expect("the worker's log");
+    let (resumed, log) = resume_carried(&b, &id, &policy);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
     assert!(
         log.contains(&format!("rebuilt run {run}'s workspace from its record")),
         "{log}"
@@ -891,21 +902,8 @@ fn a_run_whose_last_step_has_no_record_is_not_rebuilt_and_says_where_to_resume_i
         .expect("update");
     assert_eq!(moved, 1, "one record is kept per run");
     drop(conn);
-    let resumed = b
-        .cordon(&[
-            "batch",
-            "resume",
-            &id,
-            "--policy",
-            policy.to_str().unwrap_or_default(),
-        ])
-        .env_remove("SLOW")
-        .output()
-        .expect("resume");
-    let stderr = String::from_utf8_lossy(&resumed.stderr);
-    assert_eq!(resumed.status.code(), Some(1), "{stderr}");
-    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
-        .expect("the worker's log");
+    let (resumed, log) = resume_carried(&b, &id, &policy);
+    assert_eq!(resumed.status.code(), Some(1), "{}", text(&resumed));
     assert!(
         log.contains(
             "cannot be rebuilt here (its last step finished without its workspace \
@@ -919,29 +917,12 @@ fn a_run_whose_last_step_has_no_record_is_not_rebuilt_and_says_where_to_resume_i
 
 #[test]
 fn a_clone_left_behind_by_a_machine_the_run_moved_away_from_is_rebuilt_not_resumed() {
-    let resume = |b: &Batch, id: &str, policy: &Path| {
-        b.cordon(&[
-            "batch",
-            "resume",
-            id,
-            "--policy",
-            policy.to_str().unwrap_or_default(),
-        ])
-        .env_remove("SLOW")
-        .output()
-        .expect("resume")
-    };
     // The control: this machine took the run's latest record, so its clone is resumed as it is,
     // with what the killed step left (`second`, which the last step refuses).
     let kept = Batch::new(CARRIED);
     let (id, policy, _) = carried_and_killed(&kept);
-    let out = resume(&kept, &id, &policy);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out, _) = resume_carried(&kept, &id, &policy);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert_eq!(kept.status(&id)[0].1, "failure");
 
     // Another machine went on with the run after this one's last record (this machine's note
@@ -955,15 +936,8 @@ fn a_clone_left_behind_by_a_machine_the_run_moved_away_from_is_rebuilt_not_resum
         .parse()
         .expect("a seq");
     std::fs::write(&marker, (noted - 1).to_string()).expect("write");
-    let out = resume(&b, &id, &policy);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
-        .expect("the worker's log");
+    let (out, log) = resume_carried(&b, &id, &policy);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
         log.contains(&format!(
             "run {run} went on elsewhere after its clone here was last recorded"
@@ -971,6 +945,34 @@ fn a_clone_left_behind_by_a_machine_the_run_moved_away_from_is_rebuilt_not_resum
         "{log}"
     );
     assert!(!b.clone_of(&id, "a").join("second").exists());
+
+    // Another machine finished a step and took no record of it (it stopped first, or its work
+    // tree was past the bound), and this machine's clone is of the step before: the clone here
+    // is behind the log, and the store's record too, so the run is not resumed here at all.
+    let c = Batch::new(CARRIED);
+    let (id, policy, run) = carried_and_killed(&c);
+    let marker = c.state.join("runs").join(&run).join("carried");
+    let noted: u64 = std::fs::read_to_string(&marker)
+        .expect("the note")
+        .trim()
+        .parse()
+        .expect("a seq");
+    std::fs::write(&marker, (noted - 1).to_string()).expect("write");
+    let conn = rusqlite::Connection::open(c.state.join("cordon.db")).expect("db");
+    conn.execute(
+        "UPDATE workspace_trees SET seq = seq - 1 WHERE run = ?1",
+        [&run],
+    )
+    .expect("update");
+    drop(conn);
+    let (out, log) = resume_carried(&c, &id, &policy);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        log.contains("went on elsewhere")
+            && log.contains("its last step finished without its workspace recorded"),
+        "{log}"
+    );
+    assert_eq!(c.status(&id)[0].1, "interrupted");
 }
 
 #[test]
@@ -995,20 +997,8 @@ steps:
         logs.contains("the workspace could not be recorded for a resume on another machine"),
         "{logs}"
     );
-    let resumed = b
-        .cordon(&[
-            "batch",
-            "resume",
-            &id,
-            "--policy",
-            policy.to_str().unwrap_or_default(),
-        ])
-        .env_remove("SLOW")
-        .output()
-        .expect("resume");
-    assert_eq!(resumed.status.code(), Some(1));
-    let log = std::fs::read_to_string(b.state.join("batches").join(&id).join("a.log"))
-        .expect("the worker's log");
+    let (resumed, log) = resume_carried(&b, &id, &policy);
+    assert_eq!(resumed.status.code(), Some(1), "{}", text(&resumed));
     assert!(
         log.contains("cannot be rebuilt here (the workspace could not be recorded")
             && log.contains("more than cordon carries to another machine (256 MiB"),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::{Value, json};
 
-use crate::batch::Batch;
+use crate::batch::{Batch, text};
 use crate::store::Pg;
 use crate::support::cordon_bin;
 
@@ -495,10 +495,6 @@ fn on_cluster(
     let mut command = b.cordon(&args);
     command.env("KUBECONFIG", kubeconfig);
     command
-}
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// `value` parsed as `T` and written back: the same JSON, so every field is one of the type's.

@@ -3,10 +3,10 @@
 //! server: a batch runs to success with its events in the store, a requeued task resumes its run
 //! with one contiguous log, and an interrupted batch is cancelled with its runs resumable.
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::batch::Batch;
+use crate::batch::{Batch, text};
 use crate::store::Pg;
 
 /// Whether the cluster is up (`$CORDON_TEST_SLURM`); a build with `scale-out` needs it unless
@@ -22,10 +22,6 @@ fn cluster() -> bool {
         "built with scale-out but $CORDON_TEST_SLURM is unset: start a cluster with `.ci/slurm` \
          and export what it prints, or list `slurm` in CORDON_TEST_MISSING"
     );
-}
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 const SLOW: &str = "name: slow

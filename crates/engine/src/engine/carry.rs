@@ -49,6 +49,15 @@ impl Engine<'_> {
         let (Some(carry), Some(git)) = (&self.carry, self.cx.workspace.git()) else {
             return Ok(());
         };
+        // This machine's note that its clone reached the boundary `seq`, whether or not the
+        // record below is taken: a resume here keeps the clone only when the log's last
+        // boundary is the one noted (else the run went on elsewhere, and the clone is rebuilt
+        // from the store's record, or refused when that record is older than the log).
+        let marker = crate::run::carried_marker(self.cx.store.dir(), self.cx.run);
+        if let Some(dir) = marker.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&marker, seq.to_string());
         let carry = match carry {
             Ok(carry) => carry,
             Err(why) => {
@@ -89,13 +98,6 @@ impl Engine<'_> {
             _ => self.cx.store.put_blob(self.cx.run, &bytes)?,
         };
         self.cx.store.put_workspace_tree(self.cx.run, seq, blob)?;
-        // This machine's note of it (after the store has it: a note missing or older than the
-        // store's record only makes a resume here rebuild the clone from that record).
-        let marker = crate::run::carried_marker(self.cx.store.dir(), self.cx.run);
-        if let Some(dir) = marker.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = std::fs::write(&marker, seq.to_string());
         if let Some(Ok(carry)) = &mut self.carry {
             carry.last = Some((digest, blob));
         }
