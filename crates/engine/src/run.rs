@@ -690,6 +690,41 @@ pub fn carried_marker(state_dir: &Path, run: RunId) -> PathBuf {
     run_dir(state_dir, run).join("carried")
 }
 
+/// Whether this machine's clone of batch run `run` is behind its log (`records`): the run has
+/// workspace records and this machine's note of the last step boundary its clone reached
+/// ([`carried_marker`]) is missing or not the log's last `run.started`/`step.finished` — the
+/// run went on elsewhere, and resuming this clone would drop that work. A run without records
+/// (not a batch's steps run) is never behind.
+pub fn clone_behind(
+    store: &Store,
+    run: RunId,
+    records: &[Record],
+) -> Result<bool, cordon_store::StoreError> {
+    use std::io::Read as _;
+    if store.workspace_tree(run)?.is_none() {
+        return Ok(false);
+    }
+    let mut noted = String::new();
+    let _ = std::fs::File::open(carried_marker(store.dir(), run))
+        .and_then(|file| file.take(32).read_to_string(&mut noted));
+    Ok(noted.trim().parse::<u64>().ok() != last_boundary(records))
+}
+
+/// The seq of the last `run.started` or `step.finished` of `records`.
+pub fn last_boundary(records: &[Record]) -> Option<u64> {
+    records
+        .iter()
+        .rev()
+        .find(|r| {
+            matches!(
+                r.event,
+                cordon_protocol::Event::StepFinished { .. }
+                    | cordon_protocol::Event::RunStarted { .. }
+            )
+        })
+        .map(|r| r.seq)
+}
+
 /// Where a run's delivery keeps its scratch repository while it pushes (removed when the push
 /// ends, by the signal handler of an interrupted cordon, and at resume after a `kill -9`).
 pub fn delivery_scratch(state_dir: &Path, run: RunId) -> PathBuf {
@@ -910,6 +945,17 @@ fn resume(
         }
     }
     refuse_missing_layers()?;
+    // A batch's run that went on on another machine is not resumed on the clone left here:
+    // `cordon batch resume` rebuilds it from the run's record first.
+    if let Some((batch, _)) = store.task_of_run(run)?
+        && clone_behind(&store, run, &records)?
+    {
+        return Err(RunError::usage(format!(
+            "run {run} went on on another machine after its workspace here was last used; \
+             resume it with `cordon batch resume {batch}`, which rebuilds the workspace from \
+             the run's record in the store"
+        )));
+    }
     let run_lock = store.lock_run(run)?;
     let workspace_lock = lock_workspace(&store, &row.workspace)?;
     // A push cut short by `kill -9` left its scratch repository (the run is held now, so no

@@ -741,7 +741,9 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
             std::thread::sleep(Duration::from_millis(500));
         }
         let here = stored.workspace.is_dir();
-        let stale = here && stored.workspace == dest && left_behind(&store, state_dir.path(), run)?;
+        let stale = here
+            && stored.workspace == dest
+            && cordon_engine::run::clone_behind(&store, run, &store.events(run)?)?;
         if stale {
             eprintln!(
                 "cordon: task {}: run {run} went on elsewhere after its clone here was last \
@@ -818,35 +820,6 @@ fn work_task(args: &WorkArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Whether this machine's clone of `run` is behind the run's log: its note of the last step
-/// boundary its clone reached (in the state directory) is missing or not the log's last
-/// `run.started`/`step.finished` — the run went on elsewhere. A run without workspace records
-/// (not a batch's steps run, or one from before them) keeps its clone.
-fn left_behind(store: &Store, state_dir: &Path, run: RunId) -> anyhow::Result<bool> {
-    if store.workspace_tree(run)?.is_none() {
-        return Ok(false);
-    }
-    let mut noted = String::new();
-    let _ = std::fs::File::open(cordon_engine::run::carried_marker(state_dir, run))
-        .and_then(|file| file.take(32).read_to_string(&mut noted));
-    Ok(noted.trim().parse::<u64>().ok() != last_boundary(&store.events(run)?))
-}
-
-/// The seq of the log's last `run.started` or `step.finished`.
-fn last_boundary(events: &[cordon_protocol::Record]) -> Option<u64> {
-    use cordon_protocol::event::Event;
-    events
-        .iter()
-        .rev()
-        .find(|r| {
-            matches!(
-                r.event,
-                Event::StepFinished { .. } | Event::RunStarted { .. }
-            )
-        })
-        .map(|r| r.seq)
-}
-
 /// Rebuilds `run`'s workspace at `dest` from its latest record in the store (DESIGN §16), when
 /// that record is of the log's last step (`run.started` when no step has finished): an older
 /// one would lose that step's work. `Ok(Err)` is why it cannot be rebuilt; nothing is left at
@@ -863,7 +836,7 @@ fn rebuild(
         return Ok(Err("the store holds no record of it".to_owned()));
     };
     let events = store.events(run)?;
-    if last_boundary(&events) != Some(seq) {
+    if cordon_engine::run::last_boundary(&events) != Some(seq) {
         // The engine says in the log when a record could not be taken (a work tree past its
         // bound); else the worker stopped between the step's end and its record.
         let refused = events.iter().rev().find_map(|r| match &r.event {
@@ -886,8 +859,19 @@ fn rebuild(
     }
     make_private_dirs(home)?;
     let made = clone::rebuild(task, &record, dest, home);
-    if made.is_err() {
-        let _ = std::fs::remove_dir_all(dest);
+    match &made {
+        // The clone here is now at the record's boundary, the log's last: noted, as the engine
+        // notes each one it reaches.
+        Ok(()) => {
+            let marker = cordon_engine::run::carried_marker(store.dir(), run);
+            if let Some(dir) = marker.parent() {
+                make_private_dirs(dir)?;
+            }
+            std::fs::write(&marker, seq.to_string())?;
+        }
+        Err(_) => {
+            let _ = std::fs::remove_dir_all(dest);
+        }
     }
     Ok(made)
 }

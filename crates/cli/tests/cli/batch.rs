@@ -852,7 +852,7 @@ fn a_run_resumed_without_its_workspace_is_rebuilt_from_its_record_and_goes_on_fr
     let b = Batch::new(CARRIED);
     let (id, policy, run) = carried_and_lost(&b);
     let (resumed, log) = resume_carried(&b, &id, &policy);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}\n{log}", text(&resumed));
     assert!(
         log.contains(&format!("rebuilt run {run}'s workspace from its record")),
         "{log}"
@@ -936,6 +936,27 @@ fn a_clone_left_behind_by_a_machine_the_run_moved_away_from_is_rebuilt_not_resum
         .parse()
         .expect("a seq");
     std::fs::write(&marker, (noted - 1).to_string()).expect("write");
+    // `cordon run --resume` refuses the clone left here, naming the command that rebuilds it.
+    let by_hand = b
+        .cordon(&[
+            "run",
+            "--resume",
+            &run,
+            "--policy",
+            policy.to_str().unwrap_or_default(),
+        ])
+        .env_remove("SLOW")
+        .output()
+        .expect("run --resume");
+    assert_eq!(by_hand.status.code(), Some(2), "{}", text(&by_hand));
+    assert!(
+        text(&by_hand).contains(&format!(
+            "went on on another machine after its workspace here was last used; resume it with \
+             `cordon batch resume {id}`"
+        )),
+        "{}",
+        text(&by_hand)
+    );
     let (out, log) = resume_carried(&b, &id, &policy);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(

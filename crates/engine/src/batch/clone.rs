@@ -138,8 +138,10 @@ pub fn rebuild(task: &Task, record: &[u8], dest: &Path, home: &Path) -> Result<(
     opened
         .import_carried(carried)
         .map_err(|e| format!("the run's workspace record: {e}"))?;
-    // The record's objects were written as they came: git checks each one as strictly as a
-    // fetch does (`transfer.fsckObjects`) before it checks any out. Both checkouts, HEAD's and
+    // The record's objects were written as they came: git checks them (and the clone's, once
+    // more: a whole-repository check, within git's time and memory bounds, so a very large
+    // repository may be refused here rather than rebuilt unchecked) as strictly as a fetch does
+    // (`transfer.fsckObjects`) before it checks any out. Both checkouts, HEAD's and
     // the recorded work tree, are sized as a task's first checkout is.
     git.run(
         dest,

@@ -410,7 +410,7 @@ fn a_store_written_by_a_newer_cordon_is_refused() {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(err.contains("was written by a newer cordon (schema 99, this one knows up to 2); upgrade cordon or use another --store"), "{err}");
+    assert!(err.contains("was written by a newer cordon (schema 99, this one knows up to 3); upgrade cordon or use another --store"), "{err}");
 }
 
 #[test]
@@ -428,7 +428,7 @@ fn machines_opening_a_fresh_store_at_once_migrate_it_once() {
         }
     });
     assert_eq!(
-        schema.sql("SELECT 1 FROM cordon_schema WHERE version = 2"),
+        schema.sql("SELECT 1 FROM cordon_schema WHERE version = 3"),
         Ok(1)
     );
 }
