@@ -165,6 +165,18 @@ pub fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `SIGKILL` to the first worker of the batch `child`.
+fn kill_worker(child: &std::process::Child) {
+    let worker = first_child(child.id());
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &worker])
+            .status()
+            .expect("kill")
+            .success()
+    );
+}
+
 /// The first child process of `parent` (a local batch's worker).
 fn first_child(parent: u32) -> String {
     std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
@@ -478,14 +490,7 @@ steps:
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
     let mut child = b.spawn(&tasks, &[]);
     b.wait_marked(&mut child, &["a"], Duration::from_secs(60));
-    let worker = first_child(child.id());
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &worker])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    kill_worker(&child);
     let out = child.wait_with_output().expect("wait");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -827,14 +832,7 @@ fn carried_and_killed(b: &Batch) -> (String, PathBuf, String) {
         .spawn()
         .expect("spawn cordon batch");
     b.wait_marked(&mut child, &["a"], Duration::from_secs(120));
-    let worker = first_child(child.id());
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &worker])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    kill_worker(&child);
     let out = child.wait_with_output().expect("wait");
     assert_eq!(
         out.status.code(),

@@ -497,6 +497,14 @@ fn on_cluster(
     command
 }
 
+/// [`on_cluster`] with the store `pg`, started with its stderr piped.
+fn spawn_on(b: &Batch, cluster: &Cluster, tasks: &Path, policy: &Path, pg: &Pg) -> Child {
+    on_cluster(b, &cluster.kubeconfig(), tasks, policy, Some(&pg.url), &[])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn cordon batch")
+}
+
 /// `value` parsed as `T` and written back: the same JSON, so every field is one of the type's.
 fn typed<T: k8s_openapi::serde::de::DeserializeOwned + k8s_openapi::serde::Serialize>(
     value: &Value,
@@ -682,17 +690,7 @@ steps:
 fn start_slow(b: &Batch, cluster: &Cluster, pg: &Pg) -> (Child, String) {
     let policy = policy(b.dir.path(), "");
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let mut child = on_cluster(
-        b,
-        &cluster.kubeconfig(),
-        &tasks,
-        &policy,
-        Some(&pg.url),
-        &[],
-    )
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("spawn cordon batch");
+    let mut child = spawn_on(b, cluster, &tasks, &policy, pg);
     let deadline = Instant::now() + Duration::from_secs(120);
     let marker = loop {
         let found = std::fs::read_dir(b.dir.path().join("pods"))
@@ -994,17 +992,7 @@ fn a_pod_that_cannot_start_is_said_with_the_clusters_reason_while_the_batch_wait
     }));
     let policy = policy(b.dir.path(), "");
     let tasks = b.tasks("{\"id\":\"a\",\"repo\":\"repo\"}\n");
-    let mut child = on_cluster(
-        &b,
-        &cluster.kubeconfig(),
-        &tasks,
-        &policy,
-        Some(&pg.url),
-        &[],
-    )
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("spawn cordon batch");
+    let mut child = spawn_on(&b, &cluster, &tasks, &policy, &pg);
     // The pods listed twice: the reason has been said by then.
     let deadline = Instant::now() + Duration::from_secs(60);
     while cluster
