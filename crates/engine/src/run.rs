@@ -690,6 +690,19 @@ pub fn carried_marker(state_dir: &Path, run: RunId) -> PathBuf {
     run_dir(state_dir, run).join("carried")
 }
 
+/// Notes that this machine's clone of `run` reached the step boundary `seq` ([`carried_marker`]).
+pub fn note_boundary(state_dir: &Path, run: RunId, seq: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let marker = carried_marker(state_dir, run);
+    if let Some(dir) = marker.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    std::fs::write(&marker, seq.to_string())
+}
+
 /// Whether this machine's clone of batch run `run` is behind its log (`records`): the run has
 /// workspace records and this machine's note of the last step boundary its clone reached
 /// ([`carried_marker`]) is missing or not the log's last `run.started`/`step.finished` — the

@@ -24,7 +24,7 @@ use gix_object::Kind;
 use crate::GitError;
 use crate::repo::{MAX_COMMIT, Repo};
 use crate::tree::{self, Mode};
-use crate::worktree::{Ignoring, MAX_BLOB, StatCache};
+use crate::worktree::{MAX_BLOB, StatCache};
 
 /// The most bytes of objects one record carries.
 pub const MAX_CARRIED: u64 = 256 << 20;
@@ -177,13 +177,12 @@ impl Repo {
         exclude: &[WsPath],
         cache: &mut StatCache,
     ) -> Result<Carried, GitError> {
-        self.check_pinned()?;
-        self.refuse_tampering()?;
-        let head = self.head()?;
-        let (head_tree, _) = self.commit_parts(&head)?;
-        let head_flat = tree::flatten(&self.objects, &head_tree)?;
-        let snapshot = self.snapshot(workspace, &head_flat, Ignoring::WorkTree, cache)?;
-        let flat = crate::commit::staged(&snapshot, &head_flat, exclude);
+        let crate::commit::Staged {
+            head,
+            head_flat,
+            snapshot,
+            flat,
+        } = self.stage(workspace, exclude, cache)?;
         // The changed files' sizes, as the snapshot saw them, before any blob is written.
         let changed: u64 = crate::diff::changes(&head_flat, &flat)
             .iter()

@@ -370,6 +370,40 @@ impl Repo {
     }
 }
 
+/// The work tree staged against HEAD as the commit action stages it.
+pub(crate) struct Staged {
+    pub head: ObjectId,
+    pub head_flat: Flat,
+    pub snapshot: Snapshot,
+    /// What a commit would record ([`staged`]).
+    pub flat: Flat,
+}
+
+impl Repo {
+    /// `workspace` staged against HEAD, `exclude` paths as HEAD has them, after the checks every
+    /// writer of objects makes (the directories pinned, the git directory untampered).
+    pub(crate) fn stage(
+        &self,
+        workspace: &View,
+        exclude: &[WsPath],
+        cache: &mut StatCache,
+    ) -> Result<Staged, GitError> {
+        self.check_pinned()?;
+        self.refuse_tampering()?;
+        let head = self.head()?;
+        let (head_tree, _) = self.commit_parts(&head)?;
+        let head_flat = tree::flatten(&self.objects, &head_tree)?;
+        let snapshot = self.snapshot(workspace, &head_flat, Ignoring::WorkTree, cache)?;
+        let flat = staged(&snapshot, &head_flat, exclude);
+        Ok(Staged {
+            head,
+            head_flat,
+            snapshot,
+            flat,
+        })
+    }
+}
+
 /// The flat tree the commit records: the snapshot, with every `exclude` path (and what lies below
 /// it) as HEAD has it.
 pub(crate) fn staged(snapshot: &Snapshot, head: &Flat, exclude: &[WsPath]) -> Flat {

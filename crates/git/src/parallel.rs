@@ -93,15 +93,10 @@ impl Repo {
         exclude: &[WsPath],
         cache: &mut StatCache,
     ) -> Result<ObjectId, GitError> {
-        self.check_pinned()?;
-        self.refuse_tampering()?;
-        let head = self.head()?;
-        let (head_tree, _) = self.commit_parts(&head)?;
-        let head_flat = tree::flatten(&self.objects, &head_tree)?;
-        let snapshot = self.snapshot(workspace, &head_flat, Ignoring::WorkTree, cache)?;
-        let flat = crate::commit::staged(&snapshot, &head_flat, exclude);
-        self.store_staged(workspace, &head_flat, &flat, &snapshot)?;
-        let tree = tree::write(&self.objects, &flat)?;
+        let staged = self.stage(workspace, exclude, cache)?;
+        self.store_staged(workspace, &staged.head_flat, &staged.flat, &staged.snapshot)?;
+        let tree = tree::write(&self.objects, &staged.flat)?;
+        let head = staged.head;
         let message = format!("{}\n", message.trim_end());
         Ok(self.write_commit(tree, head, message)?.0)
     }

@@ -862,13 +862,7 @@ fn rebuild(
     match &made {
         // The clone here is now at the record's boundary, the log's last: noted, as the engine
         // notes each one it reaches.
-        Ok(()) => {
-            let marker = cordon_engine::run::carried_marker(store.dir(), run);
-            if let Some(dir) = marker.parent() {
-                make_private_dirs(dir)?;
-            }
-            std::fs::write(&marker, seq.to_string())?;
-        }
+        Ok(()) => cordon_engine::run::note_boundary(store.dir(), run, seq)?,
         Err(_) => {
             let _ = std::fs::remove_dir_all(dest);
         }

@@ -811,6 +811,18 @@ fn resume_carried(b: &Batch, id: &str, policy: &Path) -> (Output, String) {
     (out, log)
 }
 
+/// Makes this machine's note of the last step boundary `run`'s clone reached name the one
+/// before it, as when the run went on on another machine.
+fn note_an_earlier_boundary(b: &Batch, run: &str) {
+    let marker = b.state.join("runs").join(run).join("carried");
+    let noted: u64 = std::fs::read_to_string(&marker)
+        .expect("the note")
+        .trim()
+        .parse()
+        .expect("a seq");
+    std::fs::write(&marker, (noted - 1).to_string()).expect("write");
+}
+
 /// [`carried_and_lost`] with the clone kept.
 fn carried_and_killed(b: &Batch) -> (String, PathBuf, String) {
     let policy = b.dir.path().join("policy.toml");
@@ -923,17 +935,12 @@ fn a_clone_left_behind_by_a_machine_the_run_moved_away_from_is_rebuilt_not_resum
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert_eq!(kept.status(&id)[0].1, "failure");
 
-    // Another machine went on with the run after this one's last record (this machine's note
-    // names an earlier record): the clone here is rebuilt from the latest record instead.
+    // Another machine went on with the run after this one's clone stopped (this machine's note
+    // names an earlier step boundary than the log's last): the clone here is rebuilt from the
+    // latest record instead.
     let b = Batch::new(CARRIED);
     let (id, policy, run) = carried_and_killed(&b);
-    let marker = b.state.join("runs").join(&run).join("carried");
-    let noted: u64 = std::fs::read_to_string(&marker)
-        .expect("the note")
-        .trim()
-        .parse()
-        .expect("a seq");
-    std::fs::write(&marker, (noted - 1).to_string()).expect("write");
+    note_an_earlier_boundary(&b, &run);
     // `cordon run --resume` refuses the clone left here, naming the command that rebuilds it.
     let by_hand = b
         .cordon(&[
@@ -970,13 +977,7 @@ fn a_clone_left_behind_by_a_machine_the_run_moved_away_from_is_rebuilt_not_resum
     // is behind the log, and the store's record too, so the run is not resumed here at all.
     let c = Batch::new(CARRIED);
     let (id, policy, run) = carried_and_killed(&c);
-    let marker = c.state.join("runs").join(&run).join("carried");
-    let noted: u64 = std::fs::read_to_string(&marker)
-        .expect("the note")
-        .trim()
-        .parse()
-        .expect("a seq");
-    std::fs::write(&marker, (noted - 1).to_string()).expect("write");
+    note_an_earlier_boundary(&c, &run);
     let conn = rusqlite::Connection::open(c.state.join("cordon.db")).expect("db");
     conn.execute(
         "UPDATE workspace_trees SET seq = seq - 1 WHERE run = ?1",
@@ -1023,4 +1024,24 @@ steps:
             && log.contains("more than cordon carries to another machine (256 MiB"),
         "{log}"
     );
+}
+
+#[test]
+fn a_run_whose_repository_lost_its_origin_commit_is_not_rebuilt_and_says_why() {
+    let b = Batch::new(CARRIED);
+    let (id, policy, _) = carried_and_lost(&b);
+    // The source's history rewritten: the commit the run's clone was made from is gone.
+    git(&b.repo, &["commit", "-q", "--amend", "-m", "rewritten"]);
+    git(&b.repo, &["tag", "-d", "v1"]);
+    git(&b.repo, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&b.repo, &["gc", "-q", "--prune=now"]);
+    let (out, log) = resume_carried(&b, &id, &policy);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        log.contains("no longer has the run's origin commit")
+            && log.contains("resumed only on the machine that began it"),
+        "{log}"
+    );
+    assert!(!b.clone_of(&id, "a").exists(), "nothing is left half-made");
+    assert_eq!(b.status(&id)[0].1, "interrupted");
 }

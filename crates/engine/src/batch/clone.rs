@@ -41,13 +41,8 @@ pub fn make(
     dest: &Path,
     home: &Path,
 ) -> Result<(), String> {
-    let git = crate::deliver::push::git_program().map_err(|e| e.to_string())?;
-    let git = Git {
-        program: &git,
-        home,
-        repo: &task.repo,
-    };
-    git.clone_without_checkout(dest)?;
+    let program = crate::deliver::push::git_program().map_err(|e| e.to_string())?;
+    let git = Git::clone_to(&program, home, &task.repo, dest)?;
     let commit = git.resolve(dest, task.git_ref.as_deref())?;
     git.check_size(dest, &commit)?;
     git.run(
@@ -102,13 +97,8 @@ pub fn make(
 /// for [`make`].
 pub fn rebuild(task: &Task, record: &[u8], dest: &Path, home: &Path) -> Result<(), String> {
     let carried = &cordon_git::Carried::decode(record).map_err(|e| e.to_string())?;
-    let git = crate::deliver::push::git_program().map_err(|e| e.to_string())?;
-    let git = Git {
-        program: &git,
-        home,
-        repo: &task.repo,
-    };
-    git.clone_without_checkout(dest)?;
+    let program = crate::deliver::push::git_program().map_err(|e| e.to_string())?;
+    let git = Git::clone_to(&program, home, &task.repo, dest)?;
     let origin = carried.origin.to_string();
     if git.resolve(dest, Some(&origin)).as_deref() != Ok(origin.as_str()) {
         return Err(format!(
@@ -213,7 +203,24 @@ struct Git<'a> {
     repo: &'a Repo,
 }
 
-impl Git<'_> {
+impl<'a> Git<'a> {
+    /// `program` (git, from the fixed directories) run for `repo` with `home`, once it has made
+    /// a clone of `repo` at `dest`, without a checkout.
+    fn clone_to(
+        program: &'a Path,
+        home: &'a Path,
+        repo: &'a Repo,
+        dest: &Path,
+    ) -> Result<Git<'a>, String> {
+        let git = Git {
+            program,
+            home,
+            repo,
+        };
+        git.clone_without_checkout(dest)?;
+        Ok(git)
+    }
+
     /// A clone of the task's repository at `dest`, without a checkout.
     fn clone_without_checkout(&self, dest: &Path) -> Result<(), String> {
         let parent = dest.parent().unwrap_or(Path::new("/"));

@@ -53,11 +53,7 @@ impl Engine<'_> {
         // record below is taken: a resume here keeps the clone only when the log's last
         // boundary is the one noted (else the run went on elsewhere, and the clone is rebuilt
         // from the store's record, or refused when that record is older than the log).
-        let marker = crate::run::carried_marker(self.cx.store.dir(), self.cx.run);
-        if let Some(dir) = marker.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = std::fs::write(&marker, seq.to_string());
+        let _ = crate::run::note_boundary(self.cx.store.dir(), self.cx.run, seq);
         let carry = match carry {
             Ok(carry) => carry,
             Err(why) => {

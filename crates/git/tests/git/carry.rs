@@ -6,6 +6,16 @@ use cordon_workspace::View;
 
 use crate::support::{Fixture, git, git_out};
 
+/// The fixture's work tree carried against the commit `origin` (hex), nothing excluded.
+fn carry(fx: &Fixture, origin: &str) -> Result<Carried, cordon_git::GitError> {
+    fx.repo().carry(
+        &fx.view(),
+        cordon_git::ObjectId::from_hex(origin.as_bytes()).unwrap(),
+        &[],
+        &mut StatCache::default(),
+    )
+}
+
 #[test]
 fn a_carried_workspace_rebuilds_exactly_in_a_clone_of_the_origin_alone() {
     let fx = Fixture::new();
@@ -30,11 +40,7 @@ fn a_carried_workspace_rebuilds_exactly_in_a_clone_of_the_origin_alone() {
     fx.symlink("a.txt", "link");
     fx.write("target/debug/out", "built, ignored\n");
 
-    let repo = fx.repo();
-    let origin_id = cordon_git::ObjectId::from_hex(origin.as_bytes()).unwrap();
-    let carried = repo
-        .carry(&fx.view(), origin_id, &[], &mut StatCache::default())
-        .unwrap();
+    let carried = carry(&fx, &origin).unwrap();
     assert_eq!(carried.head.to_string(), head);
     let peer = fx.copy();
     git(&peer, &["add", "-A"]);
@@ -115,15 +121,7 @@ fn a_damaged_or_oversized_record_is_refused_when_read() {
     fx.commit_all("origin");
     let origin = git_out(fx.path(), &["rev-parse", "HEAD"]);
     fx.write("a.txt", "two\n");
-    let carried = fx
-        .repo()
-        .carry(
-            &fx.view(),
-            cordon_git::ObjectId::from_hex(origin.as_bytes()).unwrap(),
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap();
+    let carried = carry(&fx, &origin).unwrap();
     // Unchanged origin: only the work tree's tree and its one changed blob.
     assert_eq!(carried.object_count(), 2);
     let bytes = carried.encode();
@@ -159,16 +157,7 @@ fn a_work_tree_past_the_records_bound_is_refused_before_any_blob_is_written() {
     }
     let objects = |dir: &std::path::Path| git_out(dir, &["count-objects"]);
     let before = objects(fx.path());
-    let err = fx
-        .repo()
-        .carry(
-            &fx.view(),
-            cordon_git::ObjectId::from_hex(origin.as_bytes()).unwrap(),
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap_err()
-        .to_string();
+    let err = carry(&fx, &origin).unwrap_err().to_string();
     assert!(
         err.contains("more than cordon carries to another machine (256 MiB"),
         "{err}"
@@ -178,12 +167,5 @@ fn a_work_tree_past_the_records_bound_is_refused_before_any_blob_is_written() {
     for n in 8..64 {
         fx.remove(&format!("big-{n}.bin"));
     }
-    fx.repo()
-        .carry(
-            &fx.view(),
-            cordon_git::ObjectId::from_hex(origin.as_bytes()).unwrap(),
-            &[],
-            &mut StatCache::default(),
-        )
-        .unwrap();
+    carry(&fx, &origin).unwrap();
 }
